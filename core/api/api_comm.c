@@ -1,0 +1,196 @@
+/* Unique id, communicator lifecycle, queries, buffer and window registration. */
+#include "api.h"
+
+static const char* const api_feature_comm = "communicator creation and management";
+
+NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+  API_CHECK_PTR("ncclGetUniqueId", uniqueId);
+  return api_missing("ncclGetUniqueId", "the bootstrap (unique id and rendezvous)");
+}
+
+/* Checks shared by every ncclCommInitRank* entry point. */
+static ncclResult_t api_check_init(const char* f, ncclComm_t* comm, int nranks, int rank) {
+  API_CHECK_PTR(f, comm);
+  if (nranks < 1) {
+    WARN("%s: nranks %d is invalid; it must be at least 1", f, nranks);
+    return ncclInvalidArgument;
+  }
+  if (rank < 0 || rank >= nranks) {
+    WARN("%s: rank %d is out of range; it must be in [0, nranks-1] = [0, %d]", f, rank,
+         nranks - 1);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId,
+         int rank) {
+  (void)commId;
+  CHECK(api_check_init("ncclCommInitRank", comm, nranks, rank));
+  return api_missing("ncclCommInitRank", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks,
+         ncclUniqueId commId, int rank, ncclConfig_t* config) {
+  (void)commId;
+  (void)config;
+  CHECK(api_check_init("ncclCommInitRankConfig", comm, nranks, rank));
+  return api_missing("ncclCommInitRankConfig", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank,
+         int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
+  const char* f = "ncclCommInitRankScalable";
+  (void)config;
+  CHECK(api_check_init(f, newcomm, nranks, myrank));
+  API_CHECK_PTR(f, commIds);
+  if (nId < 1 || nId > nranks) {
+    WARN("%s: nId %d is invalid; it must be in [1, nranks] = [1, %d]", f, nId, nranks);
+    return ncclInvalidArgument;
+  }
+  return api_missing(f, api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const int* devlist) {
+  API_CHECK_PTR("ncclCommInitAll", comm);
+  if (ndev < 1) {
+    WARN("ncclCommInitAll: ndev %d is invalid; it must be at least 1", ndev);
+    return ncclInvalidArgument;
+  }
+  (void)devlist;
+  return api_missing("ncclCommInitAll", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  API_CHECK_PTR("ncclCommFinalize", comm);
+  return api_missing("ncclCommFinalize", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  if (comm == NULL) return ncclSuccess; /* NCCL accepts destroying a NULL communicator */
+  return api_missing("ncclCommDestroy", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  if (comm == NULL) return ncclSuccess;
+  return api_missing("ncclCommAbort", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  API_CHECK_PTR("ncclCommRevoke", comm);
+  if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+    WARN("ncclCommRevoke: revokeFlags %d is invalid; it must be NCCL_REVOKE_DEFAULT (0)",
+         revokeFlags);
+    return ncclInvalidArgument;
+  }
+  return api_missing("ncclCommRevoke", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+         ncclConfig_t* config) {
+  API_CHECK_PTR("ncclCommSplit", comm);
+  API_CHECK_PTR("ncclCommSplit", newcomm);
+  if (color < NCCL_SPLIT_NOCOLOR) {
+    WARN("ncclCommSplit: color %d is invalid; use a non-negative color or NCCL_SPLIT_NOCOLOR",
+         color);
+    return ncclInvalidArgument;
+  }
+  (void)key;
+  (void)config;
+  return api_missing("ncclCommSplit", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
+         int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  const char* f = "ncclCommShrink";
+  API_CHECK_PTR(f, comm);
+  API_CHECK_PTR(f, newcomm);
+  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == NULL)) {
+    WARN("%s: excludeRanksCount %d with excludeRanksList %p is invalid; pass a list of that "
+         "many ranks", f, excludeRanksCount, (void*)excludeRanksList);
+    return ncclInvalidArgument;
+  }
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+    WARN("%s: shrinkFlags %d is invalid; use NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT", f,
+         shrinkFlags);
+    return ncclInvalidArgument;
+  }
+  (void)config;
+  return api_missing(f, api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+  API_CHECK_PTR("ncclCommGetAsyncError", comm);
+  API_CHECK_PTR("ncclCommGetAsyncError", asyncError);
+  return api_missing("ncclCommGetAsyncError", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+  API_CHECK_PTR("ncclCommCount", comm);
+  API_CHECK_PTR("ncclCommCount", count);
+  return api_missing("ncclCommCount", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+  API_CHECK_PTR("ncclCommCuDevice", comm);
+  API_CHECK_PTR("ncclCommCuDevice", device);
+  return api_missing("ncclCommCuDevice", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+  API_CHECK_PTR("ncclCommUserRank", comm);
+  API_CHECK_PTR("ncclCommUserRank", rank);
+  return api_missing("ncclCommUserRank", api_feature_comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size,
+         void** handle) {
+  API_CHECK_PTR("ncclCommRegister", comm);
+  API_CHECK_PTR("ncclCommRegister", handle);
+  (void)buff;
+  (void)size;
+  return api_missing("ncclCommRegister", "user buffer registration");
+}
+
+NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+  API_CHECK_PTR("ncclCommDeregister", comm);
+  (void)handle;
+  return api_missing("ncclCommDeregister", "user buffer registration");
+}
+
+NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
+         ncclWindow_t* win, int winFlags) {
+  API_CHECK_PTR("ncclCommWindowRegister", comm);
+  API_CHECK_PTR("ncclCommWindowRegister", win);
+  (void)buff;
+  (void)size;
+  (void)winFlags;
+  return api_missing("ncclCommWindowRegister", "symmetric memory windows");
+}
+
+NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
+  API_CHECK_PTR("ncclCommWindowDeregister", comm);
+  (void)win;
+  return api_missing("ncclCommWindowDeregister", "symmetric memory windows");
+}
+
+/*
+ * NCCL's device API host entry points. PyTorch 2.11 links these two, so they must exist; their
+ * argument types live in NCCL's device headers, which Choir does not provide, hence the opaque
+ * pointers.
+ */
+struct ncclDevCommRequirements;
+struct ncclDevComm;
+NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm,
+         const struct ncclDevCommRequirements* reqs, struct ncclDevComm* outDevComm) {
+  (void)comm;
+  (void)reqs;
+  (void)outDevComm;
+  return api_missing("ncclDevCommCreate", "the device-side API (ncclDevComm)");
+}
+
+NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const struct ncclDevComm* devComm) {
+  (void)comm;
+  (void)devComm;
+  return api_missing("ncclDevCommDestroy", "the device-side API (ncclDevComm)");
+}

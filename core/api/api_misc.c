@@ -1,0 +1,72 @@
+/* Version, error strings, last error, debug reset, memory and reduction operators. */
+#include "api.h"
+
+ncclResult_t api_missing(const char* func, const char* feature) {
+  WARN("%s: %s is not implemented in Choir %s yet (see the support table in Choir's README)",
+       func, feature, CHOIR_VERSION);
+  return ncclInvalidUsage;
+}
+
+ncclResult_t api_check_datatype(const char* func, ncclDataType_t datatype) {
+  if ((int)datatype < 0 || (int)datatype >= ncclNumTypes) {
+    WARN("%s: datatype %d is not an ncclDataType_t (valid: 0..%d, ncclInt8..ncclFloat8e5m2)",
+         func, (int)datatype, ncclNumTypes - 1);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
+  API_CHECK_PTR("ncclGetVersion", version);
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) { return err_string(result); }
+
+NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
+  (void)comm; /* the last error is kept per thread, with the process's latest as fallback */
+  return err_last();
+}
+
+/* Declared deprecated in nccl.h; the definition must not trip -Wdeprecated-declarations. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+NCCL_API(void, ncclResetDebugInit, void) { log_reset(); }
+#pragma GCC diagnostic pop
+
+NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  API_CHECK_PTR("ncclMemAlloc", ptr);
+  (void)size;
+  return api_missing("ncclMemAlloc", "cuMem-based allocation");
+}
+
+NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
+  (void)ptr;
+  return api_missing("ncclMemFree", "cuMem-based allocation");
+}
+
+NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
+         ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
+  const char* f = "ncclRedOpCreatePreMulSum";
+  API_CHECK_PTR(f, op);
+  API_CHECK_PTR(f, scalar);
+  API_CHECK_PTR(f, comm);
+  CHECK(api_check_datatype(f, datatype));
+  if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
+    WARN("%s: residence %d is not an ncclScalarResidence_t (use ncclScalarDevice or "
+         "ncclScalarHostImmediate)", f, (int)residence);
+    return ncclInvalidArgument;
+  }
+  return api_missing(f, "PreMulSum reduction operators");
+}
+
+NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
+  API_CHECK_PTR("ncclRedOpDestroy", comm);
+  if ((int)op < (int)ncclNumOps) {
+    WARN("ncclRedOpDestroy: op %d is a built-in operator; only operators created by "
+         "ncclRedOpCreatePreMulSum can be destroyed", (int)op);
+    return ncclInvalidArgument;
+  }
+  return api_missing("ncclRedOpDestroy", "PreMulSum reduction operators");
+}
