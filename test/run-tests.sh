@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Build Choir and run every test suite; GPU suites skip (exit 77) where there is no GPU. Then the
+# CPU suites again under AddressSanitizer and UndefinedBehaviorSanitizer.
+#   test/run-tests.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+. test/setup-deps.sh
+
+[ -f "$build/build.ninja" ] || meson setup "$build" --werror
+ninja -C "$build"
+meson test -C "$build" --print-errorlogs
+
+san="$build-sanitize"
+[ -f "$san/build.ninja" ] || meson setup "$san" -Db_sanitize=address,undefined \
+  -Db_lundef=false -Dkernel_subset="ops=sum;types=f32"
+ninja -C "$san"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  meson test -C "$san" --print-errorlogs --suite unit --suite abi
