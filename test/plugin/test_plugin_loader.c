@@ -62,6 +62,7 @@ static void test_versions(void) {
     expect_load(&plugin_kind_net, spec, v, name);
   }
   for (int v = 2; v <= 6; v++) {
+    if (v == 3) continue; /* the program's own table, see test_resolution */
     snprintf(spec, sizeof(spec), "mocktuner%d", v);
     snprintf(name, sizeof(name), "MockTuner_v%d", v);
     expect_load(&plugin_kind_tuner, spec, v, name);
