@@ -1,11 +1,10 @@
 /* Unique id, communicator lifecycle, queries, buffer and window registration. */
 #include "api.h"
-
-static const char* const api_feature_comm = "communicator creation and management";
+#include "comm.h"
 
 NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
   API_CHECK_PTR("ncclGetUniqueId", uniqueId);
-  return api_missing("ncclGetUniqueId", "the bootstrap (unique id and rendezvous)");
+  return comm_get_unique_id(uniqueId);
 }
 
 /* Checks shared by every ncclCommInitRank* entry point. */
@@ -25,30 +24,26 @@ static ncclResult_t api_check_init(const char* f, ncclComm_t* comm, int nranks, 
 
 NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId,
          int rank) {
-  (void)commId;
   CHECK(api_check_init("ncclCommInitRank", comm, nranks, rank));
-  return api_missing("ncclCommInitRank", api_feature_comm);
+  return comm_init_rank("ncclCommInitRank", comm, nranks, 1, &commId, rank, NULL);
 }
 
 NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks,
          ncclUniqueId commId, int rank, ncclConfig_t* config) {
-  (void)commId;
-  (void)config;
   CHECK(api_check_init("ncclCommInitRankConfig", comm, nranks, rank));
-  return api_missing("ncclCommInitRankConfig", api_feature_comm);
+  return comm_init_rank("ncclCommInitRankConfig", comm, nranks, 1, &commId, rank, config);
 }
 
 NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank,
          int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
   const char* f = "ncclCommInitRankScalable";
-  (void)config;
   CHECK(api_check_init(f, newcomm, nranks, myrank));
   API_CHECK_PTR(f, commIds);
   if (nId < 1 || nId > nranks) {
     WARN("%s: nId %d is invalid; it must be in [1, nranks] = [1, %d]", f, nId, nranks);
     return ncclInvalidArgument;
   }
-  return api_missing(f, api_feature_comm);
+  return comm_init_rank(f, newcomm, nranks, nId, commIds, myrank, config);
 }
 
 NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const int* devlist) {
@@ -57,57 +52,55 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const int* d
     WARN("ncclCommInitAll: ndev %d is invalid; it must be at least 1", ndev);
     return ncclInvalidArgument;
   }
-  (void)devlist;
-  return api_missing("ncclCommInitAll", api_feature_comm);
+  return comm_init_all(comm, ndev, devlist);
 }
 
-NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
-  API_CHECK_PTR("ncclCommFinalize", comm);
-  return api_missing("ncclCommFinalize", api_feature_comm);
-}
+NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) { return comm_finalize(comm); }
 
 NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   if (comm == NULL) return ncclSuccess; /* NCCL accepts destroying a NULL communicator */
-  return api_missing("ncclCommDestroy", api_feature_comm);
+  return comm_destroy(comm);
 }
 
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (comm == NULL) return ncclSuccess;
-  return api_missing("ncclCommAbort", api_feature_comm);
+  return comm_abort(comm);
 }
 
 NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
-  API_CHECK_PTR("ncclCommRevoke", comm);
+  CHECK(comm_check("ncclCommRevoke", comm));
   if (revokeFlags != NCCL_REVOKE_DEFAULT) {
     WARN("ncclCommRevoke: revokeFlags %d is invalid; it must be NCCL_REVOKE_DEFAULT (0)",
          revokeFlags);
     return ncclInvalidArgument;
   }
-  return api_missing("ncclCommRevoke", api_feature_comm);
+  return comm_revoke(comm);
 }
 
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
          ncclConfig_t* config) {
-  API_CHECK_PTR("ncclCommSplit", comm);
   API_CHECK_PTR("ncclCommSplit", newcomm);
   if (color < NCCL_SPLIT_NOCOLOR) {
     WARN("ncclCommSplit: color %d is invalid; use a non-negative color or NCCL_SPLIT_NOCOLOR",
          color);
     return ncclInvalidArgument;
   }
-  (void)key;
-  (void)config;
-  return api_missing("ncclCommSplit", api_feature_comm);
+  CHECK(comm_check("ncclCommSplit", comm));
+  /* Split is allowed on a revoked communicator, not on one that failed or is being created. */
+  int status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
+  if (status != ncclSuccess) return comm_check_ready("ncclCommSplit", comm);
+  return comm_split(comm, color, key, newcomm, config);
 }
 
 NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
          int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   const char* f = "ncclCommShrink";
-  API_CHECK_PTR(f, comm);
   API_CHECK_PTR(f, newcomm);
-  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == NULL)) {
-    WARN("%s: excludeRanksCount %d with excludeRanksList %p is invalid; pass a list of that "
-         "many ranks", f, excludeRanksCount, (void*)excludeRanksList);
+  CHECK(comm_check(f, comm));
+  if (excludeRanksCount < 0 || excludeRanksCount >= comm->nranks ||
+      (excludeRanksCount > 0 && excludeRanksList == NULL)) {
+    WARN("%s: excludeRanksCount %d with excludeRanksList %p is invalid; pass a list of 0 to %d "
+         "ranks", f, excludeRanksCount, (void*)excludeRanksList, comm->nranks - 1);
     return ncclInvalidArgument;
   }
   if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
@@ -115,53 +108,61 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
          shrinkFlags);
     return ncclInvalidArgument;
   }
-  (void)config;
-  return api_missing(f, api_feature_comm);
+  int status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
+  if (status == ncclInProgress) return ncclInProgress;
+  /* A failed parent may be shrunk (that is what shrink is for), but it must have been created. */
+  if (comm->bootstrap == NULL) {
+    WARN("%s: comm %p was never fully created; it cannot be shrunk", f, (void*)comm);
+    return ncclInvalidUsage;
+  }
+  return comm_shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
 }
 
 NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
-  API_CHECK_PTR("ncclCommGetAsyncError", comm);
   API_CHECK_PTR("ncclCommGetAsyncError", asyncError);
-  return api_missing("ncclCommGetAsyncError", api_feature_comm);
+  return comm_get_async_error(comm, asyncError);
 }
 
 NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
-  API_CHECK_PTR("ncclCommCount", comm);
   API_CHECK_PTR("ncclCommCount", count);
-  return api_missing("ncclCommCount", api_feature_comm);
+  CHECK(comm_check_ready("ncclCommCount", comm));
+  *count = comm->nranks;
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
-  API_CHECK_PTR("ncclCommCuDevice", comm);
   API_CHECK_PTR("ncclCommCuDevice", device);
-  return api_missing("ncclCommCuDevice", api_feature_comm);
+  CHECK(comm_check_ready("ncclCommCuDevice", comm));
+  *device = comm->cuda_dev;
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
-  API_CHECK_PTR("ncclCommUserRank", comm);
   API_CHECK_PTR("ncclCommUserRank", rank);
-  return api_missing("ncclCommUserRank", api_feature_comm);
+  CHECK(comm_check_ready("ncclCommUserRank", comm));
+  *rank = comm->rank;
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size,
          void** handle) {
-  API_CHECK_PTR("ncclCommRegister", comm);
   API_CHECK_PTR("ncclCommRegister", handle);
+  CHECK(comm_check_ready("ncclCommRegister", comm));
   (void)buff;
   (void)size;
   return api_missing("ncclCommRegister", "user buffer registration");
 }
 
 NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
-  API_CHECK_PTR("ncclCommDeregister", comm);
+  CHECK(comm_check_ready("ncclCommDeregister", comm));
   (void)handle;
   return api_missing("ncclCommDeregister", "user buffer registration");
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
          ncclWindow_t* win, int winFlags) {
-  API_CHECK_PTR("ncclCommWindowRegister", comm);
   API_CHECK_PTR("ncclCommWindowRegister", win);
+  CHECK(comm_check_ready("ncclCommWindowRegister", comm));
   (void)buff;
   (void)size;
   (void)winFlags;
@@ -169,7 +170,7 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
-  API_CHECK_PTR("ncclCommWindowDeregister", comm);
+  CHECK(comm_check_ready("ncclCommWindowDeregister", comm));
   (void)win;
   return api_missing("ncclCommWindowDeregister", "symmetric memory windows");
 }

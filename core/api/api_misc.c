@@ -1,5 +1,6 @@
 /* Version, error strings, last error, debug reset, memory and reduction operators. */
 #include "api.h"
+#include "comm.h"
 
 ncclResult_t api_missing(const char* func, const char* feature) {
   WARN("%s: %s is not implemented in Choir %s yet (see the support table in Choir's README)",
@@ -51,7 +52,7 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
   const char* f = "ncclRedOpCreatePreMulSum";
   API_CHECK_PTR(f, op);
   API_CHECK_PTR(f, scalar);
-  API_CHECK_PTR(f, comm);
+  CHECK(comm_check_ready(f, comm));
   CHECK(api_check_datatype(f, datatype));
   if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
     WARN("%s: residence %d is not an ncclScalarResidence_t (use ncclScalarDevice or "
@@ -62,7 +63,7 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
 }
 
 NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
-  API_CHECK_PTR("ncclRedOpDestroy", comm);
+  CHECK(comm_check_ready("ncclRedOpDestroy", comm));
   if ((int)op < (int)ncclNumOps) {
     WARN("ncclRedOpDestroy: op %d is a built-in operator; only operators created by "
          "ncclRedOpCreatePreMulSum can be destroyed", (int)op);

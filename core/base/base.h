@@ -130,10 +130,122 @@ int sys_strcasecmp(const char* a, const char* b);
 /* Copy with truncation and guaranteed termination; returns the length that was wanted. */
 size_t sys_strlcpy(char* dst, const char* src, size_t size);
 
+/* 64-bit hash of bytes (FNV-1a, then mixed), and of a 64-bit value combined into a hash. */
+uint64_t sys_hash(const void* data, size_t size);
+uint64_t sys_hash_mix(uint64_t h, uint64_t v);
+/* Identifies this host (host name and boot id) and this process on it. */
+uint64_t sys_host_hash(void);
+uint64_t sys_pid_hash(void);
+
+/* ---- CUDA runtime wrappers (base_cuda.c) -------------------------------------------------- */
+
+ncclResult_t cuda_get_device(int* dev_p);
+ncclResult_t cuda_set_device(int dev);
+ncclResult_t cuda_device_count(int* n_p);
+/* PCI location as one number: domain << 20 | bus << 12 | device << 4 | function. */
+ncclResult_t cuda_bus_id(int dev, int64_t* bus_id_p);
+ncclResult_t cuda_mem_get_info(size_t* free_p, size_t* total_p);
+
 /* ---- Allocation -------------------------------------------------------------------------- */
 
 /* calloc that logs and returns ncclSystemError on failure; *ptr_p written only on success. */
 ncclResult_t mem_calloc(void** ptr_p, size_t nmemb, size_t size);
 #define MEM_CALLOC(ptr_p, n) mem_calloc((void**)(ptr_p), (n), sizeof(**(ptr_p)))
+
+/* ---- Sockets (base_socket.c) ------------------------------------------------------------- */
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+/* An IPv4 or IPv6 socket address; `sa.sa_family` tells which member is valid. */
+typedef union {
+  struct sockaddr sa;
+  struct sockaddr_in sin;
+  struct sockaddr_in6 sin6;
+} sock_addr_t;
+
+/* Room for "[v6-address%scope]:port" and every shorter form. */
+#define SOCK_ADDR_STRLEN 80
+#define SOCK_IFNAME_MAX 16
+#define SOCK_NAME_MAX 40
+
+typedef struct {
+  char name[SOCK_IFNAME_MAX];
+  sock_addr_t addr; /* port 0 */
+} sock_if_t;
+
+/* A TCP socket (always non-blocking), the address it is connected to or listens on, and what the
+ * peer is ("bootstrap root", "rank 3"), so that every message about it names both. */
+typedef struct {
+  int fd; /* -1 when closed */
+  sock_addr_t addr;
+  char name[SOCK_NAME_MAX];
+} sock_t;
+
+/* The bound of a blocking operation: it gives up with ncclRemoteError at end_ns (CLOCK_MONOTONIC),
+ * and with ncclInternalError ("aborted") soon after *abort_flag becomes non-zero. */
+typedef struct {
+  uint64_t end_ns;
+  uint64_t timeout_ms;           /* what end_ns was derived from, for messages */
+  volatile uint32_t* abort_flag; /* may be NULL */
+} sock_deadline_t;
+
+/* How long one poll() waits at most while an abort flag is watched: the abort latency. */
+#define SOCK_POLL_SLICE_MS 20
+
+uint64_t sock_clock_ns(void);
+sock_deadline_t sock_deadline(uint64_t timeout_ms, volatile uint32_t* abort_flag);
+/* Checks one deadline; WARNs "<what> <peer>: timed out after N s" or "... aborted". */
+ncclResult_t sock_deadline_check(const sock_deadline_t* dl, const char* what, const char* peer);
+/* Milliseconds a poll() may wait now: up to the deadline, and one slice when aborts are watched. */
+int sock_deadline_poll_ms(const sock_deadline_t* dl);
+
+/* "1.2.3.4:5678" or "[fd00::1]:5678"; returns buf. */
+const char* sock_addr_str(const sock_addr_t* addr, char* buf, size_t size);
+socklen_t sock_addr_len(const sock_addr_t* addr);
+bool sock_addr_equal(const sock_addr_t* a, const sock_addr_t* b);
+/* An address from the wire is usable: IPv4 or IPv6, and a port unless port_may_be_zero. */
+bool sock_addr_valid(const sock_addr_t* addr, bool port_may_be_zero);
+/* "host:port", "ipv4:port" or "[ipv6]:port"; the host is resolved (NCCL_SOCKET_FAMILY applies). */
+ncclResult_t sock_addr_parse(const char* str, sock_addr_t* addr_p);
+
+/* NCCL_SOCKET_FAMILY as AF_INET, AF_INET6 or AF_UNSPEC (unset or invalid, with a WARN). */
+int sock_family_param(void);
+/* Interfaces that are up and match `spec`, in NCCL_SOCKET_IFNAME syntax: a comma-separated list of
+ * name prefixes; a leading '^' excludes them instead, a leading '=' (after '^' if both) makes them
+ * exact names. NULL spec: the default order (ib*, then anything but docker* and lo, then docker*,
+ * then lo). family: AF_UNSPEC (IPv4 before IPv6), AF_INET or AF_INET6. One address per interface;
+ * IPv6 link-local addresses are skipped (they need a scope). Fills up to max, *n_p = count. */
+ncclResult_t sock_if_list(const char* spec, int family, sock_if_t* ifs, int max, int* n_p);
+/* The interface bootstrap sockets use: NCCL_SOCKET_IFNAME and NCCL_SOCKET_FAMILY when set, else
+ * the one on the subnet of NCCL_COMM_ID when that is set, else the default order. Decided at the
+ * first successful call, then kept for the life of the process. */
+ncclResult_t sock_if_bootstrap(sock_if_t* if_p);
+
+/* Listen on addr (port 0: an ephemeral port); sock_p->addr is the bound address. */
+ncclResult_t sock_listen(const sock_addr_t* addr, const char* name, sock_t* sock_p);
+/* Accept one pending connection without blocking; *sock_p->fd is -1 when there was none. */
+ncclResult_t sock_accept(sock_t* listener, sock_t* sock_p);
+/* Connect to addr. With retry, refused or timed-out attempts are retried NCCL_SOCKET_RETRY_CNT
+ * times, the i-th after i * NCCL_SOCKET_RETRY_SLEEP_MSEC ms; everything within the deadline. */
+ncclResult_t sock_connect(const sock_addr_t* addr, const char* name, bool retry,
+                          const sock_deadline_t* dl, sock_t* sock_p);
+/* Move all bytes, waiting with poll() within the deadline. The peer closing or resetting is
+ * ncclRemoteError. */
+ncclResult_t sock_send(sock_t* sock, const void* buf, size_t size, const sock_deadline_t* dl);
+ncclResult_t sock_recv(sock_t* sock, void* buf, size_t size, const sock_deadline_t* dl);
+/* Send on `out` and receive on `in` at the same time, so that a ring of peers doing the same
+ * cannot deadlock on full socket buffers. */
+ncclResult_t sock_exchange(sock_t* out, const void* sbuf, size_t ssize, sock_t* in, void* rbuf,
+                           size_t rsize, const sock_deadline_t* dl);
+/* Non-blocking transfers for callers with their own poll loop: *n_p bytes moved (0: would block).
+ * A peer that closed or reset returns ncclRemoteError WITHOUT a message, errno in *err_p (0 for an
+ * orderly close): only the caller knows whether that is an error and what to call the peer. Local
+ * failures WARN and return ncclSystemError. */
+ncclResult_t sock_try_sendv(sock_t* sock, const struct iovec* iov, int niov, size_t* n_p,
+                            int* err_p);
+ncclResult_t sock_try_recv(sock_t* sock, void* buf, size_t size, size_t* n_p, int* err_p);
+void sock_close(sock_t* sock);
 
 #endif

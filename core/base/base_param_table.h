@@ -28,6 +28,42 @@ PARAM_STR(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", NULL,
           "disables")
 PARAM_STR(NET, "NCCL_NET", NULL,
           "use only the net plugin whose table name matches (case-insensitive), e.g. Socket or IB")
+/* communicator configuration: each overrides the matching ncclConfig_t field when set */
+PARAM_INT(COMM_BLOCKING, "NCCL_COMM_BLOCKING", -1,
+          "1: blocking communicator calls, 0: non-blocking (ncclInProgress); overrides "
+          "config.blocking")
+PARAM_INT(CGA_CLUSTER_SIZE, "NCCL_CGA_CLUSTER_SIZE", -1,
+          "CUDA thread-block cluster size for the kernels, 0..8; overrides config.cgaClusterSize")
+PARAM_INT(MIN_CTAS, "NCCL_MIN_CTAS", -1,
+          "fewest CTAs (channels) per collective; overrides config.minCTAs")
+PARAM_INT(MAX_CTAS, "NCCL_MAX_CTAS", -1,
+          "most CTAs (channels) per collective, at most 64; overrides config.maxCTAs")
+PARAM_INT(COMM_SPLIT_SHARE_RESOURCES, "NCCL_COMM_SPLIT_SHARE_RESOURCES", -1,
+          "1: communicators from ncclCommSplit share the parent's resources; overrides "
+          "config.splitShare")
+PARAM_INT(CTA_POLICY, "NCCL_CTA_POLICY", -1,
+          "CTA policy flags (0 default, 1 efficiency, 2 zero); overrides config.CTAPolicy")
+PARAM_INT(COLLNET_ENABLE, "NCCL_COLLNET_ENABLE", -1,
+          "1: allow CollNet algorithms; overrides config.collnetEnable")
+PARAM_INT(NCHANNELS_PER_NET_PEER, "NCCL_NCHANNELS_PER_NET_PEER", -1,
+          "channels per network peer for point-to-point; overrides config.nChannelsPerNetPeer")
 PARAM_STR(PLUGIN_DIR, "CHOIR_PLUGIN_DIR", NULL,
           "directory holding Choir's own plugins (default: choir/ next to libnccl.so.2, or "
           "plugins/ in a build tree)")
+/* bootstrap and sockets */
+PARAM_STR(SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL,
+          "interfaces for bootstrap sockets: comma-separated name prefixes; ^ excludes them, = "
+          "makes them exact names (e.g. eth, =eth0, ^docker,lo, ^=docker0); unset: ib*, then any "
+          "but docker* and lo, then docker*, then lo")
+PARAM_STR(SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL,
+          "address family for bootstrap sockets: AF_INET or AF_INET6 (unset: either, IPv4 first)")
+PARAM_STR(COMM_ID, "NCCL_COMM_ID", NULL,
+          "host:port or [ipv6]:port of the bootstrap root; ncclGetUniqueId then returns the same "
+          "id in every process and rank 0 starts the root inside ncclCommInitRank")
+PARAM_INT(SOCKET_RETRY_CNT, "NCCL_SOCKET_RETRY_CNT", 34,
+          "times a refused or timed-out socket connection is retried")
+PARAM_INT(SOCKET_RETRY_SLEEP_MSEC, "NCCL_SOCKET_RETRY_SLEEP_MSEC", 100,
+          "sleep before connection retry i is i times this many milliseconds")
+PARAM_INT(BOOTSTRAP_TIMEOUT, "CHOIR_BOOTSTRAP_TIMEOUT", 300,
+          "seconds any bootstrap step (rendezvous, all-gather, barrier, send/recv, split) waits for "
+          "a peer or the root before failing with an error naming it")

@@ -1,5 +1,6 @@
 /* Small system helpers shared by the core. */
 #include <ctype.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,35 @@ size_t sys_strlcpy(char* dst, const char* src, size_t size) {
   }
   return n;
 }
+
+uint64_t sys_hash(const void* data, size_t size) {
+  const unsigned char* p = (const unsigned char*)data;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return sys_hash_mix(h, size);
+}
+
+uint64_t sys_hash_mix(uint64_t h, uint64_t v) {
+  /* splitmix64 finalizer over the combination: cheap and well spread. */
+  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t sys_host_hash(void) {
+  char buf[512];
+  size_t n = sys_strlcpy(buf, sys_hostname(), sizeof(buf));
+  /* Two containers may share a host name; the boot id tells different kernels apart. */
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f != NULL) {
+    if (n < sizeof(buf) && fgets(buf + n, (int)(sizeof(buf) - n), f) == NULL) buf[n] = '\0';
+    fclose(f);
+  }
+  return sys_hash(buf, strlen(buf));
+}
+
+uint64_t sys_pid_hash(void) { return sys_hash_mix(sys_host_hash(), (uint64_t)getpid()); }
 
 ncclResult_t mem_calloc(void** ptr_p, size_t nmemb, size_t size) {
   void* p = calloc(nmemb, size);

@@ -1,9 +1,147 @@
-/* Group nesting. Only the outermost ncclGroupEnd acts; the state is per thread, as in NCCL. */
+/*
+ * Group nesting and group jobs. Only the outermost ncclGroupEnd acts; the state is per thread,
+ * as in NCCL, so independent threads never see each other's groups.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "enqueue.h"
 
 static __thread int enqueue_group_depth_;
+static __thread group_job_t* enqueue_group_jobs; /* in submission order */
+static __thread group_job_t* enqueue_group_jobs_tail;
 
 int enqueue_group_depth(void) { return enqueue_group_depth_; }
+
+static ncclResult_t enqueue_job_run(group_job_t* job) {
+  ncclResult_t res = ncclSuccess;
+  if (job->cuda_dev >= 0) res = cuda_set_device(job->cuda_dev);
+  if (res == ncclSuccess) res = job->run(job);
+  job->complete(job, res);
+  return res;
+}
+
+typedef struct {
+  group_job_t* job;
+  ncclResult_t res;
+} enqueue_thread_arg_t;
+
+static void* enqueue_job_thread(void* arg) {
+  enqueue_thread_arg_t* a = (enqueue_thread_arg_t*)arg;
+  a->res = enqueue_job_run(a->job);
+  return NULL;
+}
+
+static void* enqueue_job_thread_detached(void* arg) {
+  enqueue_job_run((group_job_t*)arg);
+  return NULL;
+}
+
+/* Start a job nobody waits for. */
+static ncclResult_t enqueue_job_detach(group_job_t* job) {
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int err = pthread_create(&t, &attr, enqueue_job_thread_detached, job);
+  pthread_attr_destroy(&attr);
+  if (err != 0) {
+    WARN("cannot start a thread for a non-blocking operation: %s", strerror(err));
+    job->complete(job, ncclSystemError);
+    return ncclSystemError;
+  }
+  return ncclInProgress;
+}
+
+ncclResult_t enqueue_job_submit(group_job_t* job) {
+  job->next = NULL;
+  if (enqueue_group_depth_ > 0) {
+    if (enqueue_group_jobs_tail)
+      enqueue_group_jobs_tail->next = job;
+    else
+      enqueue_group_jobs = job;
+    enqueue_group_jobs_tail = job;
+    return ncclSuccess;
+  }
+  if (job->nonblocking) return enqueue_job_detach(job);
+  /* A blocking job outside a group keeps the caller's device, as the caller expects. */
+  int saved = -1;
+  if (job->cuda_dev >= 0 && cuda_get_device(&saved) != ncclSuccess) saved = -1;
+  ncclResult_t res = enqueue_job_run(job);
+  if (saved >= 0) cuda_set_device(saved);
+  return res;
+}
+
+/* Run the group's jobs, all at once: each may wait for ranks driven by another job. */
+static ncclResult_t enqueue_group_run_jobs(group_job_t* jobs) {
+  int n = 0, nonblocking = 0;
+  for (group_job_t* j = jobs; j; j = j->next) {
+    n++;
+    nonblocking += j->nonblocking;
+  }
+  if (nonblocking != 0 && nonblocking != n) {
+    WARN("ncclGroupEnd: the group mixes blocking and non-blocking communicators; use one kind "
+         "per group");
+    for (group_job_t *j = jobs, *next; j; j = next) {
+      next = j->next;
+      j->complete(j, ncclInvalidUsage);
+    }
+    return ncclInvalidUsage;
+  }
+  if (nonblocking) {
+    ncclResult_t res = ncclInProgress;
+    for (group_job_t *j = jobs, *next; j; j = next) {
+      next = j->next;
+      if (enqueue_job_detach(j) != ncclInProgress) res = ncclSystemError;
+    }
+    return res;
+  }
+  if (n == 1) {
+    int saved = -1;
+    if (jobs->cuda_dev >= 0 && cuda_get_device(&saved) != ncclSuccess) saved = -1;
+    ncclResult_t res = enqueue_job_run(jobs);
+    if (saved >= 0) cuda_set_device(saved);
+    return res;
+  }
+  enqueue_thread_arg_t* args = NULL;
+  pthread_t* threads = NULL;
+  ncclResult_t res = MEM_CALLOC(&args, (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&threads, (size_t)n);
+  if (res != ncclSuccess) {
+    for (group_job_t *j = jobs, *next; j; j = next) {
+      next = j->next;
+      j->complete(j, res);
+    }
+    goto out_free;
+  }
+  int started = 0;
+  for (group_job_t *j = jobs, *next; j; j = next) {
+    next = j->next; /* the job may be freed by its completion */
+    args[started].job = j;
+    int err = pthread_create(&threads[started], NULL, enqueue_job_thread, &args[started]);
+    if (err != 0) {
+      /* The jobs already started may wait for this one's ranks; they fail by their timeout. */
+      WARN("ncclGroupEnd: cannot start a thread for job %d of %d: %s", started + 1, n,
+           strerror(err));
+      res = ncclSystemError;
+      for (group_job_t* k = j; k; k = next) {
+        next = k->next;
+        k->complete(k, ncclSystemError);
+      }
+      break;
+    }
+    started++;
+  }
+  for (int i = 0; i < started; i++) {
+    pthread_join(threads[i], NULL);
+    if (res == ncclSuccess && args[i].res != ncclSuccess) res = args[i].res;
+  }
+out_free:
+  free(threads);
+  free(args);
+  return res;
+}
 
 ncclResult_t enqueue_group_start(void) {
   enqueue_group_depth_++;
@@ -16,8 +154,13 @@ ncclResult_t enqueue_group_end(ncclSimInfo_t* sim_info) {
     return ncclInvalidUsage;
   }
   if (--enqueue_group_depth_ > 0) return ncclSuccess;
-  /* Nothing can be queued yet: every operation that would join a group is still missing and
-   * fails at its own call. An empty group takes no time. */
-  if (sim_info != NULL) sim_info->estimatedTime = 0.0f;
-  return ncclSuccess;
+  group_job_t* jobs = enqueue_group_jobs;
+  enqueue_group_jobs = enqueue_group_jobs_tail = NULL;
+  if (sim_info != NULL) {
+    /* Operations cannot be queued yet (collectives are missing), and creating communicators takes
+     * no time on the GPU: the estimate of what a group launches is 0. */
+    sim_info->estimatedTime = 0.0f;
+  }
+  if (jobs == NULL) return ncclSuccess;
+  return enqueue_group_run_jobs(jobs);
 }

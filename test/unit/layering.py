@@ -10,8 +10,10 @@ import sys
 DEPENDS = {
     "base": [],
     "plugin": ["base"],
+    "bootstrap": ["base"],
     "enqueue": ["base"],
-    "api": ["base", "plugin", "enqueue"],
+    "comm": ["base", "bootstrap", "enqueue"],
+    "api": ["base", "plugin", "enqueue", "comm"],
     "info": ["base", "plugin"],
 }
 

@@ -1,0 +1,76 @@
+/*
+ * core/bootstrap: the out-of-band rendezvous communicators are built on. The unique id carries the
+ * root's address; ranks meet at the root(s), learn each other's listening addresses, and from then
+ * on talk directly over TCP: all-gather, barrier, and tagged point-to-point messages. This is the
+ * module's only header for the rest of the core.
+ *
+ * Every blocking step is bounded by CHOIR_BOOTSTRAP_TIMEOUT (seconds) and by the abort flag given
+ * at creation; a failure names the peer (rank and address) or the root that did not answer.
+ * Calls on one bootstrap_t may come from several threads: they are serialized where they must be,
+ * and a thread waiting for a message never stops another from sending.
+ */
+#ifndef CHOIR_BOOTSTRAP_H
+#define CHOIR_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base.h"
+#include "nccl.h"
+
+typedef struct bootstrap bootstrap_t; /* opaque */
+
+/* Create the 128-byte unique id: magic, a random 64-bit tag, and the root's listening address;
+ * starts the root's rendezvous service in this process (a thread that serves one communicator's
+ * rendezvous, then exits; it gives up after the timeout if ranks never come). With NCCL_COMM_ID
+ * set, the id carries that address and a tag derived from it, so that every process computes the
+ * same id, and the root service is started by the first rank inside bootstrap_init instead. */
+ncclResult_t bootstrap_get_unique_id(ncclUniqueId* id);
+
+/* Rendezvous of nranks ranks. ids: nids unique ids (the same list on every rank; 1 <= nids <=
+ * nranks); rank r meets at the root of id r*nids/nranks, and the roots exchange what their ranks
+ * told them among themselves, so no root talks to every rank. abort_flag (may be NULL): set
+ * non-zero by another thread to make any blocking call on this bootstrap return ncclInternalError
+ * promptly. Returns after every rank has joined: this rank then has its own listening socket and
+ * knows every other rank's bootstrap address. */
+ncclResult_t bootstrap_init(const ncclUniqueId* ids, int nids, int rank, int nranks,
+                            volatile uint32_t* abort_flag, bootstrap_t** bs_p);
+
+/* All-gather in log2(nranks) steps (Bruck), peer to peer: data holds nranks slots of size bytes;
+ * slot `rank` is this rank's input; on return every slot is filled. */
+ncclResult_t bootstrap_allgather(bootstrap_t* bs, void* data, size_t size);
+ncclResult_t bootstrap_barrier(bootstrap_t* bs);
+
+/* Point-to-point messages, matched by (peer, tag) in the order they were sent; messages that
+ * arrive for other tags or peers are kept until received. The sizes must match exactly; a
+ * mismatch is ncclInternalError naming both sizes. A send returns once the data is handed to the
+ * kernel; it may block while the peer does not read, and still progresses incoming messages
+ * meanwhile, so that two ranks sending to each other cannot deadlock. Sending to oneself works. */
+ncclResult_t bootstrap_send(bootstrap_t* bs, int peer, int tag, const void* data, size_t size);
+ncclResult_t bootstrap_recv(bootstrap_t* bs, int peer, int tag, void* data, size_t size);
+
+/* A new bootstrap for a subset of this one's ranks (ncclCommSplit, ncclCommShrink): `ranks` lists
+ * the parent ranks of the new group in new-rank order (n entries, this rank at position new_rank);
+ * every member calls it with the same list and tag; non-members do not call, and nothing here
+ * waits for them (they may be dead). The parent stays usable. tag distinguishes splits of one
+ * parent that overlap in time. Blocking steps watch abort_flag (the parent's when NULL), which
+ * also becomes the new bootstrap's abort flag. */
+ncclResult_t bootstrap_split(bootstrap_t* parent, uint64_t tag, const int* ranks, int n,
+                             int new_rank, volatile uint32_t* abort_flag, bootstrap_t** bs_p);
+
+int bootstrap_rank(const bootstrap_t* bs);
+int bootstrap_nranks(const bootstrap_t* bs);
+/* The bootstrap listening address of `rank` (for logs and diagnostics). */
+const sock_addr_t* bootstrap_peer_addr(const bootstrap_t* bs, int rank);
+
+/* Close sockets and free. Safe after an abort, and with NULL. No other call on bs may be running
+ * or follow. */
+ncclResult_t bootstrap_close(bootstrap_t* bs);
+
+/* The root address inside a unique id (for logs and tests); ncclInvalidArgument when the id is
+ * not one of ours. */
+ncclResult_t bootstrap_id_root(const ncclUniqueId* id, sock_addr_t* addr_p);
+/* Root services of this process still running (tests check that they end). */
+int bootstrap_roots_running(void);
+
+#endif

@@ -1,0 +1,118 @@
+/*
+ * core/comm: the communicator's lifecycle: creation (one rank, several ids, a clique, a split, a
+ * shrink), configuration, readiness, finalize, destroy, abort, revoke.
+ */
+#ifndef CHOIR_COMM_H
+#define CHOIR_COMM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base.h"
+#include "bootstrap.h"
+#include "enqueue.h"
+#include "nccl.h"
+
+#define COMM_MAGIC 0x63686f6972636f6dull /* "choircom" */
+
+/* The configuration a communicator runs with: ncclConfig_t after defaults, version gating,
+ * environment overrides and validation. Strings are owned copies. */
+typedef struct comm_config {
+  int blocking;
+  int cga_cluster_size;
+  int min_ctas;
+  int max_ctas;
+  char* net_name; /* NULL: any */
+  int split_share;
+  int traffic_class;
+  char* comm_name; /* NULL: none */
+  int collnet_enable;
+  int cta_policy;
+  int shrink_share;
+  int nvls_ctas;
+  int nchannels_per_net_peer;
+  int nvlink_centric_sched;
+} comm_config_t;
+
+/* What every rank tells the others at creation. Fixed layout: it crosses process boundaries. */
+typedef struct comm_peer_info {
+  int32_t rank;
+  int32_t cuda_dev;
+  int64_t bus_id;     /* cuda_bus_id() form */
+  uint64_t host_hash; /* sys_host_hash() */
+  uint64_t pid_hash;  /* sys_pid_hash() */
+  int32_t pid;
+  int32_t pad;
+} comm_peer_info_t;
+
+struct ncclComm {
+  uint64_t magic_start;
+  int rank;
+  int nranks;
+  int cuda_dev;
+  int64_t bus_id;
+  uint64_t comm_hash; /* identifies the communicator in logs and to plugins */
+  comm_config_t config;
+  bootstrap_t* bootstrap;
+  comm_peer_info_t* peers; /* nranks entries, after creation */
+  /* ncclInProgress while a (non-blocking) creation runs; then its result, or the first error
+   * found later. Read and written atomically. */
+  int status;
+  volatile uint32_t abort_flag; /* set by ncclCommAbort: blocking steps return promptly */
+  int pending;                  /* split/shrink jobs using this communicator; atomic */
+  pthread_mutex_t bootstrap_lock; /* serializes collective use of `bootstrap` by jobs */
+  bool revoked;
+  bool finalized;
+  uint64_t nsplits; /* splits and shrinks made from this communicator, to tag them */
+  uint64_t magic_end;
+};
+
+/* The checks every API call on a communicator makes: a valid object, not corrupted. */
+ncclResult_t comm_check(const char* func, ncclComm_t comm);
+/* comm_check, then: creation finished successfully (ncclInProgress while it runs, its error if
+ * it failed), and not revoked. */
+ncclResult_t comm_check_ready(const char* func, ncclComm_t comm);
+
+ncclResult_t comm_get_unique_id(ncclUniqueId* id);
+
+/* ncclCommInitRank / ncclCommInitRankConfig / ncclCommInitRankScalable. config may be NULL. */
+ncclResult_t comm_init_rank(const char* func, ncclComm_t* comm_p, int nranks, int nids,
+                            const ncclUniqueId* ids, int rank, const ncclConfig_t* config);
+ncclResult_t comm_init_all(ncclComm_t* comms, int ndev, const int* devlist);
+ncclResult_t comm_split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm_p,
+                        const ncclConfig_t* config);
+ncclResult_t comm_shrink(ncclComm_t comm, const int* exclude, int nexclude, ncclComm_t* newcomm_p,
+                         const ncclConfig_t* config, int flags);
+ncclResult_t comm_finalize(ncclComm_t comm);
+ncclResult_t comm_destroy(ncclComm_t comm);
+ncclResult_t comm_abort(ncclComm_t comm);
+ncclResult_t comm_revoke(ncclComm_t comm);
+ncclResult_t comm_get_async_error(ncclComm_t comm, ncclResult_t* res_p);
+
+/* Internal to the module, shared between its files. */
+ncclResult_t comm_config_build(const char* func, const ncclConfig_t* user,
+                               const comm_config_t* inherit, comm_config_t* out_p);
+void comm_config_free(comm_config_t* c);
+ncclResult_t comm_config_copy(const comm_config_t* src, comm_config_t* dst_p);
+ncclResult_t comm_alloc(const comm_config_t* config, ncclComm_t* comm_p);
+void comm_free(ncclComm_t comm);
+/* Everything after the rendezvous: peer exchange, checks, log line. Takes ownership of bs. */
+ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how);
+/* Creation work runs as a job (see enqueue.h): now, at group end, or in the background. The job
+ * publishes its result into comm->status (when comm is not NULL) and holds parent->pending while
+ * it runs (when parent is not NULL). arg is copied. */
+typedef struct comm_job comm_job_t;
+ncclResult_t comm_job_submit_full(ncclComm_t comm, ncclComm_t parent, bool nonblocking,
+                                  ncclResult_t (*work)(comm_job_t* job), const void* arg,
+                                  size_t arg_size);
+/* The device a creation job runs on: the parent's for a split or shrink (as in NCCL), else the
+ * device current at the call. */
+void* comm_job_arg(comm_job_t* job);
+ncclComm_t comm_job_comm(comm_job_t* job);
+/* Set *comm_p to the new `comm` and submit its creation work; a blocking creation that fails
+ * outside a group frees comm and sets *comm_p to NULL. */
+ncclResult_t comm_create(ncclComm_t comm, ncclComm_t* comm_p, ncclComm_t parent,
+                         ncclResult_t (*work)(comm_job_t*), const void* arg, size_t arg_size);
+
+#endif

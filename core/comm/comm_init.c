@@ -1,0 +1,241 @@
+/*
+ * Communicator creation: allocation, the creation job (run now, at group end, or in the
+ * background for non-blocking communicators), and the setup every creation path ends with.
+ */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "choir_config.h"
+#include "comm.h"
+
+ncclResult_t comm_alloc(const comm_config_t* config, ncclComm_t* comm_p) {
+  ncclComm_t comm = NULL;
+  CHECK(MEM_CALLOC(&comm, 1));
+  if (comm_config_copy(config, &comm->config) != ncclSuccess) {
+    free(comm);
+    return ncclSystemError;
+  }
+  comm->magic_start = comm->magic_end = COMM_MAGIC;
+  comm->rank = -1;
+  comm->cuda_dev = -1;
+  comm->status = ncclInProgress;
+  pthread_mutex_init(&comm->bootstrap_lock, NULL);
+  *comm_p = comm;
+  return ncclSuccess;
+}
+
+void comm_free(ncclComm_t comm) {
+  if (comm->bootstrap != NULL) bootstrap_close(comm->bootstrap);
+  pthread_mutex_destroy(&comm->bootstrap_lock);
+  comm_config_free(&comm->config);
+  free(comm->peers);
+  /* A stale handle used after destroy must fail the magic check, not find a valid object. */
+  comm->magic_start = comm->magic_end = 0;
+  free(comm);
+}
+
+/* ---- creation jobs ---- */
+
+struct comm_job {
+  group_job_t base;
+  ncclComm_t comm;   /* publishes into comm->status; NULL when the job creates nothing */
+  ncclComm_t parent; /* holds parent->pending while the job runs; may be NULL */
+  ncclResult_t (*work)(comm_job_t* job);
+  max_align_t arg[];
+};
+
+void* comm_job_arg(comm_job_t* job) { return job->arg; }
+ncclComm_t comm_job_comm(comm_job_t* job) { return job->comm; }
+
+static ncclResult_t comm_job_run(group_job_t* g) {
+  comm_job_t* job = (comm_job_t*)g;
+  return job->work(job);
+}
+
+static void comm_job_complete(group_job_t* g, ncclResult_t res) {
+  comm_job_t* job = (comm_job_t*)g;
+  ncclComm_t comm = job->comm, parent = job->parent;
+  free(job);
+  /* After these stores another thread may destroy either communicator: touch nothing after. */
+  if (comm != NULL) __atomic_store_n(&comm->status, (int)res, __ATOMIC_RELEASE);
+  if (parent != NULL) __atomic_sub_fetch(&parent->pending, 1, __ATOMIC_ACQ_REL);
+}
+
+ncclResult_t comm_job_submit_full(ncclComm_t comm, ncclComm_t parent, bool nonblocking,
+                                  ncclResult_t (*work)(comm_job_t* job), const void* arg,
+                                  size_t arg_size) {
+  comm_job_t* job = (comm_job_t*)calloc(1, sizeof(*job) + arg_size);
+  if (job == NULL) {
+    WARN("out of host memory for a communicator creation job");
+    return ncclSystemError;
+  }
+  job->base.run = comm_job_run;
+  job->base.complete = comm_job_complete;
+  job->base.nonblocking = nonblocking;
+  if (parent != NULL)
+    job->base.cuda_dev = parent->cuda_dev;
+  else if (cuda_get_device(&job->base.cuda_dev) != ncclSuccess)
+    job->base.cuda_dev = -1;
+  job->comm = comm;
+  job->parent = parent;
+  job->work = work;
+  memcpy(job->arg, arg, arg_size);
+  if (parent != NULL) __atomic_add_fetch(&parent->pending, 1, __ATOMIC_ACQ_REL);
+  return enqueue_job_submit(&job->base);
+}
+
+/* ---- setup shared by every creation path ---- */
+
+static pthread_once_t comm_banner_once = PTHREAD_ONCE_INIT;
+
+static void comm_banner(void) {
+  log_message(NCCL_LOG_VERSION, NCCL_INIT, __FILE__, __LINE__,
+              "NCCL version %d.%d.%d (Choir %s, CUDA %s)", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
+              CHOIR_VERSION, CHOIR_CUDA_VERSION);
+}
+
+ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
+  pthread_once(&comm_banner_once, comm_banner);
+  comm->bootstrap = bs;
+  comm->rank = bootstrap_rank(bs);
+  comm->nranks = bootstrap_nranks(bs);
+  CHECK(cuda_get_device(&comm->cuda_dev));
+  CHECK(cuda_bus_id(comm->cuda_dev, &comm->bus_id));
+
+  comm_peer_info_t* peers = NULL;
+  CHECK(MEM_CALLOC(&peers, (size_t)comm->nranks));
+  comm_peer_info_t* me = &peers[comm->rank];
+  me->rank = comm->rank;
+  me->cuda_dev = comm->cuda_dev;
+  me->bus_id = comm->bus_id;
+  me->host_hash = sys_host_hash();
+  me->pid_hash = sys_pid_hash();
+  me->pid = (int32_t)getpid();
+  ncclResult_t res = bootstrap_allgather(bs, peers, sizeof(*peers));
+  if (res != ncclSuccess) {
+    free(peers);
+    return res;
+  }
+  comm->peers = peers;
+  for (int r = 0; r < comm->nranks; r++) {
+    if (peers[r].rank != r) {
+      WARN("rank %d: peer information from rank %d is inconsistent (claims rank %d)", comm->rank,
+           r, peers[r].rank);
+      return ncclInternalError;
+    }
+    if (r != comm->rank && peers[r].host_hash == me->host_hash && peers[r].bus_id == me->bus_id) {
+      WARN("duplicate GPU: ranks %d and %d of this communicator both use the GPU at PCI %llx "
+           "(CUDA device %d); give each rank its own GPU", r, comm->rank,
+           (unsigned long long)me->bus_id, comm->cuda_dev);
+      return ncclInvalidUsage;
+    }
+  }
+  INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx commId 0x%llx%s%s - %s complete",
+       (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->bus_id,
+       (unsigned long long)comm->comm_hash, comm->config.comm_name ? " name " : "",
+       comm->config.comm_name ? comm->config.comm_name : "", how);
+  return ncclSuccess;
+}
+
+/* ---- ncclGetUniqueId, ncclCommInitRank* ---- */
+
+ncclResult_t comm_get_unique_id(ncclUniqueId* id) { return bootstrap_get_unique_id(id); }
+
+typedef struct {
+  int nranks;
+  int rank;
+  int nids;
+  ncclUniqueId ids[];
+} comm_init_arg_t;
+
+static ncclResult_t comm_init_work(comm_job_t* job) {
+  comm_init_arg_t* a = (comm_init_arg_t*)comm_job_arg(job);
+  ncclComm_t comm = comm_job_comm(job);
+  bootstrap_t* bs = NULL;
+  CHECK(bootstrap_init(a->ids, a->nids, a->rank, a->nranks, &comm->abort_flag, &bs));
+  comm->comm_hash = sys_hash(a->ids, (size_t)a->nids * sizeof(ncclUniqueId));
+  return comm_setup(comm, bs, "init");
+}
+
+/* Publish a new communicator and start its creation; on a blocking failure, free it again. */
+ncclResult_t comm_create(ncclComm_t comm, ncclComm_t* comm_p, ncclComm_t parent,
+                         ncclResult_t (*work)(comm_job_t*), const void* arg, size_t arg_size) {
+  *comm_p = comm;
+  ncclResult_t res = comm_job_submit_full(comm, parent, comm->config.blocking == 0, work, arg,
+                                          arg_size);
+  if (res != ncclSuccess && res != ncclInProgress && enqueue_group_depth() == 0 &&
+      comm->config.blocking) {
+    comm_free(comm);
+    *comm_p = NULL;
+  }
+  return res;
+}
+
+ncclResult_t comm_init_rank(const char* func, ncclComm_t* comm_p, int nranks, int nids,
+                            const ncclUniqueId* ids, int rank, const ncclConfig_t* config) {
+  comm_config_t cfg;
+  CHECK(comm_config_build(func, config, NULL, &cfg));
+  ncclComm_t comm = NULL;
+  ncclResult_t res = comm_alloc(&cfg, &comm);
+  comm_config_free(&cfg);
+  CHECK(res);
+
+  size_t arg_size = sizeof(comm_init_arg_t) + (size_t)nids * sizeof(ncclUniqueId);
+  comm_init_arg_t* arg = (comm_init_arg_t*)calloc(1, arg_size);
+  if (arg == NULL) {
+    comm_free(comm);
+    WARN("%s: out of host memory", func);
+    return ncclSystemError;
+  }
+  arg->nranks = nranks;
+  arg->rank = rank;
+  arg->nids = nids;
+  memcpy(arg->ids, ids, (size_t)nids * sizeof(ncclUniqueId));
+  res = comm_create(comm, comm_p, NULL, comm_init_work, arg, arg_size);
+  free(arg);
+  return res;
+}
+
+ncclResult_t comm_init_all(ncclComm_t* comms, int ndev, const int* devlist) {
+  int count = 0;
+  CHECK(cuda_device_count(&count));
+  for (int i = 0; i < ndev; i++) {
+    int dev = devlist ? devlist[i] : i;
+    if (dev < 0 || dev >= count) {
+      WARN("ncclCommInitAll: %s[%d] = %d is not a CUDA device (this process sees %d)",
+           devlist ? "devlist" : "device", i, dev, count);
+      return ncclInvalidArgument;
+    }
+    for (int j = 0; j < i; j++) {
+      if (devlist && devlist[j] == dev) {
+        WARN("ncclCommInitAll: devlist[%d] and devlist[%d] are both device %d; each rank needs "
+             "its own GPU", j, i, dev);
+        return ncclInvalidUsage;
+      }
+    }
+    comms[i] = NULL;
+  }
+  ncclUniqueId id;
+  CHECK(comm_get_unique_id(&id));
+  int saved = -1;
+  CHECK(cuda_get_device(&saved));
+  ncclResult_t res = enqueue_group_start();
+  for (int i = 0; i < ndev && res == ncclSuccess; i++) {
+    res = cuda_set_device(devlist ? devlist[i] : i);
+    if (res == ncclSuccess) res = comm_init_rank("ncclCommInitAll", &comms[i], ndev, 1, &id, i, NULL);
+  }
+  /* Close the group whatever happened: it runs (or, on error, releases) what was queued. */
+  ncclResult_t end = enqueue_group_end(NULL);
+  if (res == ncclSuccess) res = end;
+  cuda_set_device(saved);
+  if (res != ncclSuccess) {
+    for (int i = 0; i < ndev; i++) {
+      if (comms[i] != NULL) comm_destroy(comms[i]);
+      comms[i] = NULL;
+    }
+  }
+  return res;
+}

@@ -1,0 +1,103 @@
+/* Checks, queries, and the end of a communicator's life: finalize, destroy, abort, revoke. */
+#include <stdlib.h>
+#include <time.h>
+
+#include "comm.h"
+
+ncclResult_t comm_check(const char* func, ncclComm_t comm) {
+  if (comm == NULL) {
+    WARN("%s: argument 'comm' is NULL; pass a communicator created by ncclCommInitRank*", func);
+    return ncclInvalidArgument;
+  }
+  if (comm->magic_start != COMM_MAGIC || comm->magic_end != COMM_MAGIC) {
+    WARN("%s: comm %p is not a valid communicator (corrupted, or used after ncclCommDestroy)",
+         func, (void*)comm);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t comm_check_ready(const char* func, ncclComm_t comm) {
+  CHECK(comm_check(func, comm));
+  int status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
+  if (status == ncclInProgress) return ncclInProgress;
+  if (status != ncclSuccess) {
+    WARN("%s: comm %p failed earlier (%s); abort or destroy it", func, (void*)comm,
+         err_string((ncclResult_t)status));
+    return (ncclResult_t)status;
+  }
+  if (comm->revoked) {
+    WARN("%s: comm %p was revoked; only destroy, split and shrink are allowed", func,
+         (void*)comm);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t comm_get_async_error(ncclComm_t comm, ncclResult_t* res_p) {
+  CHECK(comm_check("ncclCommGetAsyncError", comm));
+  *res_p = (ncclResult_t)__atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
+  return ncclSuccess;
+}
+
+/* Wait until the communicator's own creation and the jobs that use it are over. Each of them is
+ * bounded by the bootstrap timeout, and returns early once abort_flag is set. */
+static void comm_wait_idle(ncclComm_t comm) {
+  struct timespec ms = {0, 1000 * 1000};
+  while (__atomic_load_n(&comm->status, __ATOMIC_ACQUIRE) == ncclInProgress ||
+         __atomic_load_n(&comm->pending, __ATOMIC_ACQUIRE) != 0)
+    nanosleep(&ms, NULL);
+}
+
+ncclResult_t comm_finalize(ncclComm_t comm) {
+  CHECK(comm_check("ncclCommFinalize", comm));
+  if (comm->revoked) {
+    WARN("ncclCommFinalize: comm %p was revoked; call ncclCommDestroy instead", (void*)comm);
+    return ncclInvalidUsage;
+  }
+  if (comm->finalized) {
+    WARN("ncclCommFinalize: comm %p is already finalized", (void*)comm);
+    return ncclInvalidUsage;
+  }
+  int status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
+  if (status == ncclInProgress) return ncclInProgress;
+  if (status != ncclSuccess) return (ncclResult_t)status;
+  /* No operation can be outstanding yet (collectives are not built): nothing to flush. */
+  comm->finalized = true;
+  INFO(NCCL_INIT, "comm %p rank %d nranks %d - finalized", (void*)comm, comm->rank, comm->nranks);
+  return ncclSuccess;
+}
+
+ncclResult_t comm_destroy(ncclComm_t comm) {
+  CHECK(comm_check("ncclCommDestroy", comm));
+  comm_wait_idle(comm);
+  INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx - destroy complete",
+       (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->bus_id);
+  comm_free(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t comm_abort(ncclComm_t comm) {
+  CHECK(comm_check("ncclCommAbort", comm));
+  /* Make every blocking step of this communicator's jobs give up now, then release. */
+  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  comm_wait_idle(comm);
+  INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx - abort complete",
+       (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->bus_id);
+  comm_free(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t comm_revoke(ncclComm_t comm) {
+  CHECK(comm_check("ncclCommRevoke", comm));
+  int status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
+  if (status == ncclInProgress) {
+    WARN("ncclCommRevoke: comm %p is still being created; wait for ncclCommGetAsyncError to "
+         "report success first", (void*)comm);
+    return ncclInvalidUsage;
+  }
+  /* No operation can be in flight yet, so the communicator is quiescent at once. */
+  comm->revoked = true;
+  INFO(NCCL_INIT, "comm %p rank %d nranks %d - revoked", (void*)comm, comm->rank, comm->nranks);
+  return ncclSuccess;
+}

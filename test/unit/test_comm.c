@@ -1,0 +1,446 @@
+/*
+ * Communicator lifecycle: creation across processes, threads and groups, non-blocking creation,
+ * ncclCommInitAll, split, shrink, config validation, revoke, abort, and the errors of misuse.
+ * Everything goes through the public API. Built twice: for the unit suite on emulated devices
+ * (fake_cuda.c, 8 of them), and with -DTEST_REAL_GPU for the multigpu suite on every local GPU
+ * (skipped with exit 77 where there is none).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fork_case.h"
+#include "nccl.h"
+
+#ifdef TEST_REAL_GPU
+#include <cuda_runtime_api.h>
+static int set_device(int dev) { return cudaSetDevice(dev) == cudaSuccess ? 0 : 1; }
+#else
+#include "base.h"
+static int set_device(int dev) { return cuda_set_device(dev) == ncclSuccess ? 0 : 1; }
+#endif
+static int ndev = 8; /* devices this run uses */
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void expect_comm(ncclComm_t c, int rank, int nranks, int dev) {
+  int v = -1;
+  CHECK_EQ_INT(ncclCommUserRank(c, &v), ncclSuccess);
+  CHECK_EQ_INT(v, rank);
+  CHECK_EQ_INT(ncclCommCount(c, &v), ncclSuccess);
+  CHECK_EQ_INT(v, nranks);
+  CHECK_EQ_INT(ncclCommCuDevice(c, &v), ncclSuccess);
+  CHECK_EQ_INT(v, dev);
+  ncclResult_t async = ncclInternalError;
+  CHECK_EQ_INT(ncclCommGetAsyncError(c, &async), ncclSuccess);
+  CHECK_EQ_INT(async, ncclSuccess);
+}
+
+/* ---- one rank ---- */
+static void case_single(void) {
+  ncclUniqueId id;
+  ncclComm_t c = NULL;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(set_device(ndev - 1), 0);
+  CHECK_EQ_INT(ncclCommInitRank(&c, 1, id, 0), ncclSuccess);
+  expect_comm(c, 0, 1, ndev - 1);
+  /* Rooted calls check the root against the communicator; then the missing feature is named. */
+  CHECK_EQ_INT(ncclBroadcast(NULL, NULL, 1, ncclFloat, 1, c, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(ncclGetLastError(c), "root 1 is not a rank");
+  CHECK_EQ_INT(ncclAllReduce(NULL, NULL, 1, ncclFloat, ncclSum, c, NULL), ncclInvalidUsage);
+  CHECK_CONTAINS(ncclGetLastError(c), "not implemented");
+  CHECK_EQ_INT(ncclCommFinalize(c), ncclSuccess);
+  CHECK_EQ_INT(ncclCommFinalize(c), ncclInvalidUsage);
+  CHECK_CONTAINS(ncclGetLastError(c), "already finalized");
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+}
+
+/* ---- processes: init, split (halves, reversed keys, NOCOLOR), shrink ---- */
+static void proc_rank(ncclUniqueId id, int rank, int n) {
+  ncclComm_t c = NULL, half = NULL, none = NULL, shrunk = NULL;
+  CHECK_EQ_INT(set_device(rank % ndev), 0);
+  CHECK_EQ_INT(ncclCommInitRank(&c, n, id, rank), ncclSuccess);
+  expect_comm(c, rank, n, rank % ndev);
+
+  /* Halves, ordered by descending parent rank through the key. */
+  int color = rank < n / 2 ? 0 : 1, size = color == 0 ? n / 2 : n - n / 2;
+  int first = color == 0 ? 0 : n / 2;
+  CHECK_EQ_INT(ncclCommSplit(c, color, -rank, &half, NULL), ncclSuccess);
+  expect_comm(half, size - 1 - (rank - first), size, rank % ndev);
+
+  /* Odd ranks opt out. */
+  CHECK_EQ_INT(ncclCommSplit(c, rank % 2 ? NCCL_SPLIT_NOCOLOR : 7, 0, &none, NULL), ncclSuccess);
+  if (rank % 2) {
+    CHECK_TRUE(none == NULL);
+  } else {
+    expect_comm(none, rank / 2, (n + 1) / 2, rank % ndev);
+  }
+
+  /* The last rank leaves; the others shrink without it. */
+  if (rank != n - 1) {
+    int excl = n - 1;
+    CHECK_EQ_INT(ncclCommShrink(c, &excl, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT), ncclSuccess);
+    expect_comm(shrunk, rank, n - 1, rank % ndev);
+    CHECK_EQ_INT(ncclCommDestroy(shrunk), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclCommDestroy(none), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDestroy(half), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+}
+
+/* Each rank is a fresh process: fork, then exec this program at once, since a process that forks
+ * while threads run (the rendezvous root) may not use locks those threads held. */
+static void run_procs(int n) {
+  ncclUniqueId id;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  char hex[2 * sizeof(id) + 1], n_s[16], rank_s[64][16], ndev_s[16];
+  for (size_t i = 0; i < sizeof(id); i++) sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
+  snprintf(n_s, sizeof(n_s), "%d", n);
+  snprintf(ndev_s, sizeof(ndev_s), "%d", ndev);
+  pid_t pids[64];
+  for (int r = 0; r < n; r++) snprintf(rank_s[r], sizeof(rank_s[r]), "%d", r);
+  fflush(NULL);
+  for (int r = 0; r < n; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      execl("/proc/self/exe", "test-comm", "--rank", rank_s[r], n_s, hex, ndev_s, (char*)NULL);
+      _exit(127);
+    }
+  }
+  for (int r = 0; r < n; r++) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    CHECK_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+}
+
+/* The process of one rank of run_procs. */
+static int rank_main(const char* rank_s, const char* n_s, const char* hex, const char* ndev_s) {
+  ncclUniqueId id;
+  for (size_t i = 0; i < sizeof(id); i++) {
+    unsigned v = 0;
+    sscanf(hex + 2 * i, "%2x", &v);
+    id.internal[i] = (char)v;
+  }
+  ndev = atoi(ndev_s);
+  proc_rank(id, atoi(rank_s), atoi(n_s));
+  fflush(NULL);
+  return check_failures_ == 0 && check_count_ > 0 ? 0 : 1;
+}
+
+static void case_procs_2(void) { run_procs(2); }
+static void case_procs_all(void) { run_procs(ndev); }
+
+/* ---- threads, one rank each ---- */
+typedef struct {
+  ncclUniqueId id;
+  int rank, n;
+  ncclComm_t comm;
+  ncclResult_t res;
+} thread_arg_t;
+
+static void* thread_rank(void* p) {
+  thread_arg_t* a = (thread_arg_t*)p;
+  a->res = set_device(a->rank) == 0 ? ncclSuccess : ncclUnhandledCudaError;
+  if (a->res == ncclSuccess) a->res = ncclCommInitRank(&a->comm, a->n, a->id, a->rank);
+  return NULL;
+}
+
+static void case_threads(void) {
+  int N = ndev;
+  thread_arg_t args[64];
+  pthread_t t[64];
+  ncclUniqueId id;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    args[r] = (thread_arg_t){id, r, N, NULL, ncclInternalError};
+    pthread_create(&t[r], NULL, thread_rank, &args[r]);
+  }
+  for (int r = 0; r < N; r++) pthread_join(t[r], NULL);
+  for (int r = 0; r < N; r++) {
+    CHECK_EQ_INT(args[r].res, ncclSuccess);
+    expect_comm(args[r].comm, r, N, r);
+    CHECK_EQ_INT(ncclCommDestroy(args[r].comm), ncclSuccess);
+  }
+}
+
+/* ---- one thread, several devices: group, InitAll, split in a group ---- */
+static void case_group_and_init_all(void) {
+  int N = ndev;
+  ncclComm_t c[64], h[64];
+  ncclUniqueId id;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(set_device(0), 0);
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclCommInitRank(&c[r], N, id, r), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < N; r++) expect_comm(c[r], r, N, r);
+
+  /* Singletons: every rank its own color. */
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++) CHECK_EQ_INT(ncclCommSplit(c[r], r, 0, &h[r], NULL), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    expect_comm(h[r], 0, 1, r);
+    CHECK_EQ_INT(ncclCommDestroy(h[r]), ncclSuccess);
+    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  }
+
+  /* A devlist in another order than the devices. */
+  int devs[64];
+  for (int r = 0; r < N; r++) devs[r] = N - 1 - r;
+  CHECK_EQ_INT(ncclCommInitAll(c, N, devs), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    expect_comm(c[r], r, N, devs[r]);
+    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclCommInitAll(c, N, NULL), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    expect_comm(c[r], r, N, r);
+    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  }
+  int dup[2] = {0, 0};
+  CHECK_EQ_INT(ncclCommInitAll(c, 2, dup), ncclInvalidUsage);
+  CHECK_CONTAINS(ncclGetLastError(NULL), "are both device 0");
+  int bad[1] = {ndev};
+  CHECK_EQ_INT(ncclCommInitAll(c, 1, bad), ncclInvalidArgument);
+}
+
+/* Two ranks on one device: caught at creation. */
+static void case_duplicate_gpu(void) {
+  ncclComm_t c[2] = {NULL, NULL};
+  ncclUniqueId id;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; r++) {
+    set_device(0);
+    CHECK_EQ_INT(ncclCommInitRank(&c[r], 2, id, r), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclInvalidUsage);
+  CHECK_CONTAINS(ncclGetLastError(NULL), "duplicate GPU");
+  for (int r = 0; r < 2; r++) {
+    ncclResult_t async = ncclSuccess;
+    CHECK_EQ_INT(ncclCommGetAsyncError(c[r], &async), ncclSuccess);
+    CHECK_EQ_INT(async, ncclInvalidUsage);
+    CHECK_EQ_INT(ncclCommCount(c[r], &(int){0}), ncclInvalidUsage);
+    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  }
+}
+
+/* ---- non-blocking creation and split, polled to completion ---- */
+static void case_nonblocking(void) {
+  int N = ndev < 3 ? ndev : 3;
+  ncclComm_t c[3], s[3];
+  ncclUniqueId id;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  cfg.commName = "nb";
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclCommInitRankConfig(&c[r], N, id, r, &cfg), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclInProgress);
+  for (int r = 0; r < N; r++) {
+    ncclResult_t st = ncclInProgress;
+    double t0 = now_s();
+    while (st == ncclInProgress && now_s() - t0 < 10) {
+      CHECK_EQ_INT(ncclCommGetAsyncError(c[r], &st), ncclSuccess);
+      if (st == ncclInProgress) usleep(1000);
+    }
+    CHECK_EQ_INT(st, ncclSuccess);
+    expect_comm(c[r], r, N, r);
+  }
+  /* Split of a non-blocking parent: InProgress, then ready (the child inherits blocking=0). */
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++) CHECK_EQ_INT(ncclCommSplit(c[r], 0, r, &s[r], NULL), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupEnd(), ncclInProgress);
+  for (int r = 0; r < N; r++) {
+    ncclResult_t st = ncclInProgress;
+    while (st == ncclInProgress) {
+      CHECK_EQ_INT(ncclCommGetAsyncError(s[r], &st), ncclSuccess);
+      usleep(500);
+    }
+    CHECK_EQ_INT(st, ncclSuccess);
+    expect_comm(s[r], r, N, r);
+    CHECK_EQ_INT(ncclCommDestroy(s[r]), ncclSuccess);
+    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  }
+}
+
+/* A single non-blocking rank outside a group returns InProgress at once. */
+static void case_nonblocking_single(void) {
+  ncclComm_t c = NULL;
+  ncclUniqueId id;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  ncclResult_t res = ncclCommInitRankConfig(&c, 1, id, 0, &cfg);
+  CHECK_TRUE(res == ncclInProgress || res == ncclSuccess);
+  CHECK_TRUE(c != NULL);
+  ncclResult_t st = ncclInProgress;
+  while (st == ncclInProgress) ncclCommGetAsyncError(c, &st);
+  CHECK_EQ_INT(st, ncclSuccess);
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+}
+
+/* Abort while the other rank never comes: returns promptly, frees everything. */
+static void case_abort_during_init(void) {
+  ncclComm_t c = NULL;
+  ncclUniqueId id;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(ncclCommInitRankConfig(&c, 2, id, 0, &cfg), ncclInProgress);
+  usleep(50 * 1000);
+  ncclResult_t st = ncclSuccess;
+  CHECK_EQ_INT(ncclCommGetAsyncError(c, &st), ncclSuccess);
+  CHECK_EQ_INT(st, ncclInProgress);
+  double t0 = now_s();
+  CHECK_EQ_INT(ncclCommAbort(c), ncclSuccess);
+  CHECK_TRUE(now_s() - t0 < 2.0);
+}
+
+/* ---- configuration ---- */
+static void case_config(void) {
+  ncclComm_t c = NULL;
+  ncclUniqueId id;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.magic = 0;
+  CHECK_EQ_INT(ncclCommInitRankConfig(&c, 1, id, 0, &cfg), ncclInvalidArgument);
+  CHECK_CONTAINS(ncclGetLastError(NULL), "NCCL_CONFIG_INITIALIZER");
+  ncclConfig_t b = NCCL_CONFIG_INITIALIZER;
+  b.blocking = 5;
+  CHECK_EQ_INT(ncclCommInitRankConfig(&c, 1, id, 0, &b), ncclInvalidArgument);
+  CHECK_CONTAINS(ncclGetLastError(NULL), "config.blocking = 5");
+  ncclConfig_t m = NCCL_CONFIG_INITIALIZER;
+  m.minCTAs = 8;
+  m.maxCTAs = 4;
+  CHECK_EQ_INT(ncclCommInitRankConfig(&c, 1, id, 0, &m), ncclInvalidArgument);
+  CHECK_CONTAINS(ncclGetLastError(NULL), "minCTAs = 8 is larger than config.maxCTAs = 4");
+  ncclConfig_t p = NCCL_CONFIG_INITIALIZER;
+  p.CTAPolicy = 9;
+  CHECK_EQ_INT(ncclCommInitRankConfig(&c, 1, id, 0, &p), ncclInvalidArgument);
+  CHECK_TRUE(c == NULL);
+  /* A caller with an older header: fields it did not have are ignored, even if set. */
+  ncclConfig_t old = NCCL_CONFIG_INITIALIZER;
+  old.version = NCCL_VERSION(2, 16, 0);
+  old.size = offsetof(ncclConfig_t, splitShare);
+  old.minCTAs = 99; /* garbage from the caller's point of view */
+  CHECK_EQ_INT(ncclCommInitRankConfig(&c, 1, id, 0, &old), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+  /* The environment overrides the configuration. */
+  ncclGetUniqueId(&id);
+  setenv("NCCL_COMM_BLOCKING", "0", 1);
+  ncclConfig_t nb = NCCL_CONFIG_INITIALIZER;
+  nb.blocking = 1;
+  ncclResult_t res = ncclCommInitRankConfig(&c, 1, id, 0, &nb);
+  CHECK_TRUE(res == ncclInProgress || res == ncclSuccess);
+  ncclResult_t st = ncclInProgress;
+  while (st == ncclInProgress) ncclCommGetAsyncError(c, &st);
+  CHECK_EQ_INT(st, ncclSuccess);
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+}
+
+/* ---- revoke ---- */
+static void case_revoke(void) {
+  ncclComm_t c = NULL, s = NULL;
+  ncclUniqueId id;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(ncclCommInitRank(&c, 1, id, 0), ncclSuccess);
+  CHECK_EQ_INT(ncclCommRevoke(c, 1), ncclInvalidArgument);
+  CHECK_EQ_INT(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT), ncclSuccess);
+  CHECK_EQ_INT(ncclAllReduce(NULL, NULL, 1, ncclFloat, ncclSum, c, NULL), ncclInvalidUsage);
+  CHECK_CONTAINS(ncclGetLastError(c), "revoked");
+  CHECK_EQ_INT(ncclCommFinalize(c), ncclInvalidUsage);
+  CHECK_EQ_INT(ncclCommSplit(c, 0, 0, &s, NULL), ncclSuccess); /* allowed after revoke */
+  expect_comm(s, 0, 1, 0);
+  CHECK_EQ_INT(ncclCommDestroy(s), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+}
+
+/* ---- scalable init: several ids ---- */
+static void case_scalable(void) {
+  enum { NID = 2 };
+  int N = ndev;
+  ncclUniqueId ids[NID];
+  for (int i = 0; i < NID; i++) CHECK_EQ_INT(ncclGetUniqueId(&ids[i]), ncclSuccess);
+  ncclComm_t c[64];
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclCommInitRankScalable(&c[r], N, r, NID, ids, NULL), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    expect_comm(c[r], r, N, r);
+    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  }
+}
+
+/* ---- misuse ---- */
+static void case_misuse(void) {
+  int v;
+  char junk[256] = {0};
+  CHECK_EQ_INT(ncclCommCount((ncclComm_t)junk, &v), ncclInvalidArgument);
+  CHECK_CONTAINS(ncclGetLastError(NULL), "not a valid communicator");
+  CHECK_EQ_INT(ncclCommCount(NULL, &v), ncclInvalidArgument);
+  CHECK_EQ_INT(ncclCommShrink((ncclComm_t)junk, NULL, 0, (ncclComm_t*)junk, NULL, 0),
+               ncclInvalidArgument);
+}
+
+int main(int argc, char** argv) {
+  if (argc == 6 && strcmp(argv[1], "--rank") == 0)
+    return rank_main(argv[2], argv[3], argv[4], argv[5]);
+#ifdef TEST_REAL_GPU
+  /* Count the GPUs in a child: CUDA must not be initialized in this process before it forks. */
+  int count = 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) printf("no CUDA device: %s; skipping\n", cudaGetErrorString(e));
+    fflush(stdout);
+    _exit(e == cudaSuccess ? (count > 64 ? 64 : count) : 0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  count = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+  if (count == 0) {
+    printf("no CUDA device; skipping\n");
+    return CHECK_SKIP;
+  }
+  ndev = count > 64 ? 64 : count;
+  const char* want = getenv("CHOIR_TEST_NDEV"); /* run on fewer GPUs than the machine has */
+  if (want != NULL && atoi(want) > 0 && atoi(want) < ndev) ndev = atoi(want);
+  printf("comm: %d GPU(s)\n", ndev);
+#endif
+  setenv("NCCL_CONF_FILE", "/nonexistent", 1);
+  setenv("CHOIR_BOOTSTRAP_TIMEOUT", "20", 1);
+  fork_case("single", case_single);
+  if (ndev >= 2) fork_case("procs_2", case_procs_2);
+  if (ndev > 2) fork_case("procs_all", case_procs_all);
+  fork_case("threads", case_threads);
+  fork_case("group_and_init_all", case_group_and_init_all);
+  if (ndev >= 2) fork_case("duplicate_gpu", case_duplicate_gpu);
+  fork_case("nonblocking", case_nonblocking);
+  fork_case("nonblocking_single", case_nonblocking_single);
+  fork_case("abort_during_init", case_abort_during_init);
+  fork_case("config", case_config);
+  fork_case("revoke", case_revoke);
+  fork_case("scalable", case_scalable);
+  fork_case("misuse", case_misuse);
+  return check_finish(ndev == 8 ? "comm" : "comm-gpu");
+}
