@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The one command for a GPU machine: build (unless a carried build is there), run the GPU suites
+# and the side-by-side benchmarks, and print a short table last. Steps, in order, any subset:
+#   build      meson setup + ninja (reuses BUILD if it exists)
+#   gpu[:T,U]  meson test --suite gpu --suite multigpu (or only the tests named)
+#   init       ncclCommInitRank time and GPU memory, Choir vs NVIDIA NCCL, 2 and NGPUS ranks
+#   ref:OPS    perf binaries on NVIDIA NCCL only (validates the tools): OPS = all or a,b,c
+#   compare:OPS  test/perf/compare, Choir vs NVIDIA NCCL
+# Environment: NGPUS (default: all), BUILD (default build-dev), PERF_ARGS (extra perf options),
+# OUT (where logs and tables go; the device tool provides it).
+#   test/device-run.sh build gpu init
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-/tmp/choir-device-out}
+mkdir -p "$out"
+build=${BUILD:-build-dev}
+ngpus=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
+summary="$out/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+# NVIDIA's NCCL, as shipped with PyTorch: the reference.
+ref_dir=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.dirname(m.__file__) or list(m.__path__)[0])' 2>/dev/null)
+ref_lib="$ref_dir/lib"
+ref_inc="$ref_dir/include"
+[ -f "$ref_lib/libnccl.so.2" ] || ref_lib=""
+note "device: $(nvidia-smi -L 2>/dev/null | head -1 | cut -c1-60) x$ngpus; reference NCCL: ${ref_lib:-none}"
+
+for step in "$@"; do
+  case "$step" in
+    build)
+      t0=$(date +%s)
+      if [ ! -f "$build/build.ninja" ]; then
+        meson setup "$build" ${ref_inc:+-Dnccl_ref_include=$ref_inc} >"$out/setup.log" 2>&1 ||
+          { tail -20 "$out/setup.log"; note "build: meson setup FAILED"; exit 1; }
+      fi
+      ninja -C "$build" >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; note "build: FAILED"; exit 1; }
+      note "build: ok in $(( $(date +%s) - t0 )) s"
+      ;;
+    gpu | gpu:*)
+      names=""
+      [ "$step" != gpu ] && names=${step#gpu:} && names=${names//,/ }
+      if [ -n "$names" ]; then
+        meson test -C "$build" $names --print-errorlogs --num-processes 1 >"$out/gpu-tests.log" 2>&1
+      else
+        meson test -C "$build" --suite gpu --suite multigpu --print-errorlogs \
+          --num-processes 1 >"$out/gpu-tests.log" 2>&1
+      fi
+      rc=$?
+      grep -E "^ *[0-9]+/[0-9]+ " "$out/gpu-tests.log" | sed 's/^/  /' | tee -a "$summary"
+      note "gpu suites: rc=$rc"
+      ;;
+    init)
+      for lib in choir:"$PWD/$build" nccl:"$ref_lib"; do
+        name=${lib%%:*} dir=${lib#*:}
+        for n in 2 "$ngpus"; do
+          for mode in "" "-p"; do
+            LD_LIBRARY_PATH="$dir" "$build/test/perf/init_perf" -g "$n" $mode -n 5 \
+              >"$out/init-$name-$n$mode.log" 2>&1
+            line=$(grep '^init_perf ranks' "$out/init-$name-$n$mode.log" || tail -1 "$out/init-$name-$n$mode.log")
+            note "init $name: $line"
+          done
+        done
+      done
+      ;;
+    ref:*)
+      ops=${step#ref:}
+      [ "$ops" = all ] && ops=all_reduce,all_gather,reduce_scatter,broadcast,reduce,sendrecv,alltoall,gather,scatter
+      for op in ${ops//,/ }; do
+        LD_LIBRARY_PATH="$ref_lib" timeout 590 "$build/test/perf/${op}_perf" -g "$ngpus" \
+          ${PERF_ARGS:--b 8 -e 8G -f 2 -c 1} >"$out/ref-$op.log" 2>&1
+        rc=$?
+        note "ref $op: rc=$rc $(grep -E 'Avg bus bandwidth|Out of bounds' "$out/ref-$op.log" | tr -s ' ' | tr '\n' ' ')"
+      done
+      ;;
+    compare:*)
+      ops=${step#compare:}
+      test/perf/compare --lib-a "$PWD/$build" --name-a choir --lib-b "$ref_lib" --name-b nccl \
+        --ops "$ops" --ngpus "$ngpus" --out "$out" ${PERF_ARGS:-} >"$out/compare.log" 2>&1
+      note "compare: rc=$? (table in compare.log)"
+      ;;
+    *)
+      note "unknown step '$step'"
+      ;;
+  esac
+done
+echo
+echo "==== summary ===="
+cat "$summary"

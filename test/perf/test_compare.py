@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Unit test of test/perf/compare, driven with the perf binaries linked with the CPU mock: the
+alternating runs, the table, the CSV, failure reporting, the command lines it builds, and its
+argument checks.
+
+usage: test_compare.py COMPARE_SCRIPT MOCK_BIN_DIR
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+failures = []
+
+
+def check(cond, what, out=""):
+    if not cond:
+        failures.append(what)
+        print("FAIL: %s\n%s" % (what, out[-3000:]), file=sys.stderr)
+
+
+def run(compare, args, env=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("MOCK_")}
+    e.update(env or {})
+    p = subprocess.run([sys.executable, compare] + args, env=e, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def main():
+    compare, bin_dir = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory() as d:
+        lib_a, lib_b, out_dir = (os.path.join(d, x) for x in ("liba", "libb", "out"))
+        os.makedirs(lib_a)
+        os.makedirs(lib_b)
+        common = ["--bin-dir", bin_dir, "--lib-a", lib_a, "--lib-b", lib_b, "--name-a", "choir",
+                  "--name-b", "nccl", "--ngpus", "2", "-b", "8", "-e", "128K", "-f", "8",
+                  "-n", "2", "--out", out_dir]
+        rc, out, err = run(compare, common + ["--ops", "all_reduce,broadcast", "--repeat", "2",
+                                              "-c", "1"])
+        check(rc == 0, "compare exit status %d" % rc, out + err)
+        runs = [l for l in out.splitlines() if l.startswith("# [")]
+        labels = [l.split("]")[0][3:] for l in runs]
+        # 2 operations x 2 repeats x 2 libraries, alternating A B, then B A.
+        check(labels == ["choir", "nccl", "nccl", "choir"] * 2, "run order %s" % labels, out)
+        with open(os.path.join(out_dir, "all_reduce-nccl-0.json")) as f:
+            env = json.load(f)["env"]
+        check("NCCL_NVLS_ENABLE=0" in env and
+              any(v.startswith("LD_LIBRARY_PATH=" + lib_b) for v in env),
+              "children run with NVLS off and library B first", str(env))
+        check(all(("LD_LIBRARY_PATH=" + (lib_a if lab == "choir" else lib_b)) in l
+                  for l, lab in zip(runs, labels)), "LD_LIBRARY_PATH per library", out)
+        check("== all_reduce, 2 GPUs, out-of-place" in out and "== broadcast, 2 GPUs" in out,
+              "tables", out)
+        check("choir/nccl" in out and "geometric mean" in out, "ratio columns", out)
+        with open(os.path.join(out_dir, "compare.csv")) as f:
+            lines = [l for l in f if not l.startswith("#")]
+        rows = list(csv.DictReader(lines))
+        sizes = sorted({int(r["size"]) for r in rows if r["op"] == "all_reduce"})
+        check(sizes == [8, 64, 512, 4096, 32768], "CSV sizes %s" % sizes, "".join(lines))
+        check(len(rows) == 10, "CSV rows: %d" % len(rows), "".join(lines))
+        for r in rows:
+            want = "time" if int(r["size"]) < 65536 else "busbw"
+            check(r["metric"] == want and float(r["ratio"]) > 0 and
+                  float(r["a_value"]) > 0 and float(r["b_value"]) > 0 and
+                  r["a_wrong"] == "0" and r["b_wrong"] == "0", "CSV row %s" % r)
+        check(os.path.exists(os.path.join(out_dir, "all_reduce-choir-1.json")),
+              "raw JSON kept", str(os.listdir(out_dir)))
+
+        rc, out, err = run(compare, common + ["--ops", "reduce", "-c", "1"],
+                           {"MOCK_NCCL_CORRUPT": "1"})
+        check(rc == 1 and "WRONG" in out and "had wrong results" in err,
+              "wrong results fail the comparison (%d)" % rc, out + err)
+
+        rc, out, err = run(compare, common + ["--ops", "all_reduce", "--timeout", "1"],
+                           {"MOCK_NCCL_HANG": "0"})
+        check(rc == 1 and "failed (exit status 4)" in err, "a hung run is reported (%d)" % rc,
+              out + err)
+
+        rc, out, err = run(compare, common + ["--ops", "all", "--procs", "2", "--dry-run"])
+        cmds = [l for l in out.splitlines() if l.startswith("# [")]
+        check(rc == 0 and len(cmds) == 18, "dry run: %d commands" % len(cmds), out + err)
+        check(all(" -p 2 " in c and " -g 1 " in c and " -J " in c and " -T " in c for c in cmds),
+              "dry run: process layout", out)
+        rc, out, err = run(compare, common + ["--ops", "all_reduce", "--procs", "2", "--dry-run",
+                                              "--mpirun", "mpirun --allow-run-as-root"])
+        check(rc == 0 and "mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x "
+              "NCCL_NVLS_ENABLE" in out and "all_reduce_perf_mpi" in out, "mpirun command", out)
+
+        for bad, msg in ((["--ops", "allreduce"], "unknown operation 'allreduce'"),
+                         (["--ngpus", "3", "--procs", "2"], "--ngpus must be a positive multiple"),
+                         (["--repeat", "0"], "--repeat must be at least 1"),
+                         (["--small", "lots"], "--small: not a size")):
+            rc, out, err = run(compare, common + bad)
+            check(rc == 2 and msg in err, "argument error %s" % bad, err)
+        rc, out, err = run(compare, ["--lib-a", "/nonexistent", "--lib-b", lib_b])
+        check(rc == 2 and "--lib-a: no such directory" in err, "missing library directory", err)
+    if failures:
+        print("%d failure(s)" % len(failures), file=sys.stderr)
+        return 1
+    print("compare: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Unit test: the perf binaries, linked with the CPU mock of CUDA and NCCL (test/perf/mock), run
+end to end without a GPU. Every collective, type and operator passes its checks in several rank
+layouts (GPUs, threads, graphs, aggregation, blocking, roots), the output has the nccl-tests
+shape and valid JSON, and injected faults (wrong values, overruns, hangs, asynchronous errors,
+missing devices) end with the right exit status and a message naming the rank and operation.
+
+usage: test_mock.py MOCK_BIN_DIR
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+COLLS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "sendrecv",
+         "alltoall", "gather", "scatter"]
+REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
+failures = []
+
+
+def run(bin_dir, coll, args, env=None, timeout=300):
+    e = dict(os.environ)
+    for k in list(e):
+        if k.startswith("MOCK_"):
+            del e[k]
+    e.update(env or {})
+    p = subprocess.run([os.path.join(bin_dir, coll + "_perf")] + args, env=e,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, what, out=""):
+    if not cond:
+        failures.append(what)
+        print("FAIL: %s\n%s" % (what, out[-3000:]), file=sys.stderr)
+
+
+def data_rows(out):
+    return [l.split() for l in out.splitlines() if l.strip() and not l.startswith("#")]
+
+
+def test_matrix(bin_dir):
+    layouts = [["-g", "1"], ["-g", "2", "-r", "all"], ["-g", "3"], ["-t", "2", "-g", "2"],
+               ["-g", "4", "-G", "2", "-m", "2"], ["-g", "3", "-z", "1", "-a", "2"],
+               ["-t", "2", "-g", "1", "-z", "2", "-a", "0"]]
+    for coll in COLLS:
+        for lay in layouts:
+            args = ["-b", "8", "-e", "2K", "-f", "4", "-d", "all", "-o", "all", "-n", "2", "-c",
+                    "2"] + lay
+            rc, out, err = run(bin_dir, coll, args)
+            what = "%s %s" % (coll, " ".join(lay))
+            check(rc == 0, "%s: exit status %d" % (what, rc), out + err)
+            rows = data_rows(out)
+            nops = 6 if coll in REDUCING else 1
+            nroots = 2 if ("all" in lay and coll in ("broadcast", "reduce", "gather", "scatter")) else 1
+            check(len(rows) == 5 * 12 * nops * nroots, "%s: %d rows" % (what, len(rows)), out)
+            for r in rows:
+                inplace_na = coll in ("alltoall", "sendrecv")
+                ok = len(r) == 13 and r[8] == "0" and (r[12] == ("N/A" if inplace_na else "0"))
+                check(ok, "%s: row %s" % (what, " ".join(r)), out)
+                if not ok:
+                    break
+            check("# Out of bounds values : 0 OK" in out and "# Avg bus bandwidth" in out,
+                  "%s: footer" % what, out)
+
+
+def test_output(bin_dir):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "r.json")
+        rc, out, err = run(bin_dir, "all_gather", ["-b", "8", "-e", "64", "-f", "2", "-g", "4",
+                                                    "-J", path])
+        check(rc == 0, "all_gather -J: exit status %d" % rc, out + err)
+        lines = out.splitlines()
+        check(lines[1] == "# Collective test starting: all_gather_perf", "header", out)
+        check(lines[2].startswith("# nThread 1 nGpus 4 minBytes 8 maxBytes 64 step: 2(factor)"),
+              "config line", out)
+        check(sum(1 for l in lines if l.startswith("#  Rank ")) == 4, "device lines", out)
+        rows = data_rows(out)
+        # 4 ranks: 8 B cannot be split into 4 floats per rank: size 0 rows, as nccl-tests.
+        check([r[0] for r in rows] == ["0", "16", "32", "64"], "sizes", out)
+        check(all(r[3] == "none" and r[4] == "-1" for r in rows), "redop/root columns", out)
+        with open(path) as f:
+            doc = json.load(f)
+        check(doc["config"]["nranks"] == 4 and len(doc["devices"]) == 4, "JSON config", str(doc))
+        check([r["size"] for r in doc["results"]] == [0, 16, 32, 64], "JSON sizes", str(doc))
+        r = doc["results"][-1]
+        check(r["count"] == 4 and r["out_of_place"]["nwrong"] == 0 and
+              r["in_place"]["nwrong"] == 0 and r["out_of_place"]["bus_bw"] >= 0,
+              "JSON row", str(r))
+        check(doc["out_of_bounds"] == {"count": 0, "okay": True}, "JSON footer", str(doc))
+
+    rc, out, err = run(bin_dir, "broadcast", ["-b", "64", "-e", "64", "-g", "2", "-c", "0"])
+    check(rc == 0 and data_rows(out)[0][8] == "N/A" and data_rows(out)[0][12] == "N/A",
+          "-c 0 prints N/A", out + err)
+
+
+def test_faults(bin_dir):
+    base = ["-b", "256", "-e", "256", "-n", "1"]
+    for coll in COLLS:
+        rc, out, err = run(bin_dir, coll, base + ["-g", "3", "-r", "1"], {"MOCK_NCCL_CORRUPT": "1"})
+        check(rc == 1, "%s corrupt: exit status %d" % (coll, rc), out + err)
+        check("wrong result: rank " in err and coll in err and "first at index" in err,
+              "%s corrupt: message" % coll, err)
+        check("FAILED" in out, "%s corrupt: footer" % coll, out)
+        wrong = [r for r in data_rows(out) if r[8] not in ("0", "N/A")]
+        check(len(wrong) == 1, "%s corrupt: #wrong column" % coll, out)
+
+    rc, out, err = run(bin_dir, "reduce_scatter", base + ["-g", "2", "-d", "half", "-o", "avg"],
+                       {"MOCK_NCCL_CORRUPT": "1"})
+    check(rc == 1 and "reduce_scatter half avg" in err and "exact pattern" in err,
+          "corrupt half avg message", err)
+
+    rc, out, err = run(bin_dir, "all_reduce", base + ["-g", "2"], {"MOCK_NCCL_OVERRUN": "1"})
+    check(rc == 1 and "after the end of the 256-byte output were overwritten" in err,
+          "overrun detected", err)
+
+    rc, out, err = run(bin_dir, "all_reduce", base + ["-g", "2", "-T", "1"], {"MOCK_NCCL_HANG": "1"},
+                       timeout=60)
+    check(rc == 4 and "timeout" in err and "did not complete within 1 s" in err and
+          "all_reduce float sum" in err, "hang: exit status %d" % rc, err)
+
+    rc, out, err = run(bin_dir, "all_reduce", base + ["-t", "2", "-T", "1"],
+                       {"MOCK_NCCL_INIT_HANG": "1"}, timeout=60)
+    check(rc == 4 and "communicator initialisation" in err, "init hang: exit status %d" % rc, err)
+
+    rc, out, err = run(bin_dir, "all_reduce", base + ["-g", "2"], {"MOCK_NCCL_ASYNC_ERROR": "1"})
+    check(rc == 3 and "asynchronous NCCL error" in err, "async error: exit status %d" % rc, err)
+
+    rc, out, err = run(bin_dir, "all_reduce", base, {"MOCK_CUDA_DEVICES": "0"})
+    check(rc == 77 and out.startswith("no CUDA device: "), "no device: skip (%d)" % rc, out)
+    rc, out, err = run(bin_dir, "all_reduce", base + ["-p", "3"], {"MOCK_CUDA_DEVICES": "0"})
+    check(rc == 77 and out.count("no CUDA device") == 1, "no device, 3 processes: one line", out)
+    rc, out, err = run(bin_dir, "all_reduce", base + ["-g", "4"], {"MOCK_CUDA_DEVICES": "2"})
+    check(rc == 77 and "needs devices 0..3 but only 2" in out, "too few devices", out)
+
+    # Processes cannot share the mock's state: their collectives never complete, so -T must end
+    # every process and the launcher must report it.
+    rc, out, err = run(bin_dir, "all_reduce", base + ["-p", "2", "-T", "1"], timeout=60)
+    check(rc == 4 and "perf launcher" in err, "launcher + timeout: exit status %d" % rc, err)
+
+    rc, out, err = run(bin_dir, "broadcast", base + ["-g", "2", "-r", "2"])
+    check(rc == 2 and "-r (--root): root 2 is out of range for 2 ranks" in err, "bad root", err)
+    rc, out, err = run(bin_dir, "all_reduce", ["-d", "float128"])
+    check(rc == 2 and "-d (--datatype)" in err, "bad type", err)
+
+
+def main():
+    bin_dir = sys.argv[1]
+    test_output(bin_dir)
+    test_faults(bin_dir)
+    test_matrix(bin_dir)
+    if failures:
+        print("%d failure(s)" % len(failures), file=sys.stderr)
+        return 1
+    print("perf binaries on the CPU mock: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+/*
+ * Unit test of the perf tools' processes and threads (perf_world.c): the fork launcher's
+ * shared-memory reductions, broadcast and gather, thread teams on top of it, and what happens
+ * when a process fails, is killed or skips.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "perf.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      failures++;                                                              \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fprintf(stderr, "\n");                                                   \
+    }                                                                          \
+  } while (0)
+
+#define NTHREADS 3
+#define ROUNDS 300
+
+struct team_arg {
+  struct perf_team* team;
+  struct perf_world* w;
+  int thread;
+  int bad;
+};
+
+static void* team_thread(void* p) {
+  struct team_arg* a = p;
+  int total = a->w->nprocs * NTHREADS;
+  for (int r = 0; r < ROUNDS; r++) {
+    int me = a->w->proc * NTHREADS + a->thread;
+    double v[3] = {1.0, (double)me, (double)(me + r)};
+    if (perf_team_allreduce(a->team, v, 3, PERF_RED_SUM)) a->bad++;
+    if (v[0] != total || v[1] != total * (total - 1) / 2.0 ||
+        v[2] != total * (total - 1) / 2.0 + (double)total * r)
+      a->bad++;
+    double m = me;
+    if (perf_team_allreduce(a->team, &m, 1, r & 1 ? PERF_RED_MAX : PERF_RED_MIN)) a->bad++;
+    if (m != (r & 1 ? total - 1 : 0)) a->bad++;
+    if (perf_team_allreduce(a->team, NULL, 0, PERF_RED_SUM)) a->bad++;
+  }
+  return NULL;
+}
+
+/* Every process checks the collective operations; returns the number of wrong results. */
+static int child_basic(struct perf_world* w, void* arg) {
+  int bad = 0, n = w->nprocs;
+  (void)arg;
+  for (int r = 0; r < ROUNDS; r++) {
+    double v[2] = {(double)w->proc, 1.0};
+    if (w->ops->allreduce(w, v, 2, PERF_RED_SUM) || v[0] != n * (n - 1) / 2.0 || v[1] != n) bad++;
+    double mn = w->proc + r, mx = w->proc + r;
+    if (w->ops->allreduce(w, &mn, 1, PERF_RED_MIN) || mn != r) bad++;
+    if (w->ops->allreduce(w, &mx, 1, PERF_RED_MAX) || mx != n - 1 + r) bad++;
+  }
+  char msg[64] = "";
+  if (w->proc == 0) snprintf(msg, sizeof msg, "unique id %d", 1234);
+  if (w->ops->bcast(w, msg, sizeof msg) || strcmp(msg, "unique id 1234")) bad++;
+  int mine[2] = {w->proc, w->proc * 10}, all[2 * 8];
+  if (w->ops->gather(w, mine, sizeof mine, all)) bad++;
+  if (w->proc == 0)
+    for (int p = 0; p < n; p++)
+      if (all[2 * p] != p || all[2 * p + 1] != 10 * p) bad++;
+  if (w->local_rank != w->proc) bad++;
+
+  struct perf_team* t = perf_team_create(NTHREADS, w);
+  struct team_arg a[NTHREADS];
+  pthread_t tid[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++) {
+    a[i] = (struct team_arg){t, w, i, 0};
+    pthread_create(&tid[i], NULL, team_thread, &a[i]);
+  }
+  for (int i = 0; i < NTHREADS; i++) {
+    pthread_join(tid[i], NULL);
+    bad += a[i].bad;
+  }
+  perf_team_destroy(t);
+  return bad ? 1 : 0;
+}
+
+/* Process 2 fails at once; the others must leave their barriers instead of waiting for ever. */
+static int child_one_fails(struct perf_world* w, void* arg) {
+  (void)arg;
+  if (w->proc == 2) return PERF_EXIT_ERROR;
+  for (int r = 0; r < 1000000; r++)
+    if (w->ops->allreduce(w, NULL, 0, PERF_RED_SUM)) return PERF_EXIT_ABORTED;
+  return 0; /* never reached: process 2 does not arrive */
+}
+
+static int child_killed(struct perf_world* w, void* arg) {
+  (void)arg;
+  if (w->proc == 1) raise(SIGKILL);
+  double v = 1;
+  while (!w->ops->allreduce(w, &v, 1, PERF_RED_SUM)) {
+  }
+  return PERF_EXIT_ABORTED;
+}
+
+static int child_skip(struct perf_world* w, void* arg) {
+  int* mode = arg;
+  if (*mode == 0 || w->proc == 0) return PERF_EXIT_SKIP;
+  /* Only process 0 skipped: the others wait for it in vain. */
+  return w->ops->allreduce(w, NULL, 0, PERF_RED_SUM) ? PERF_EXIT_ABORTED : 0;
+}
+
+static int child_wrong(struct perf_world* w, void* arg) {
+  (void)arg;
+  if (w->ops->allreduce(w, NULL, 0, PERF_RED_SUM)) return PERF_EXIT_ABORTED;
+  return w->proc == 3 ? PERF_EXIT_WRONG : 0;
+}
+
+static int child_failed_flag(struct perf_world* w, void* arg) {
+  (void)arg;
+  if (w->ops->failed(w)) return 10;
+  if (w->proc == 0) {
+    w->ops->fail(w, PERF_EXIT_ERROR);
+    return PERF_EXIT_ERROR;
+  }
+  /* The others see the flag without any barrier (this is what perf_wait polls). */
+  for (int i = 0; i < 2000 && !w->ops->failed(w); i++) usleep(1000);
+  return w->ops->failed(w) ? PERF_EXIT_ABORTED : 11;
+}
+
+int main(void) {
+  alarm(120); /* a hang is a failure, not a stuck CI job */
+  CHECK(perf_launch(4, child_basic, NULL) == 0, "four processes agree");
+  CHECK(perf_launch(1, child_basic, NULL) == 0, "one process");
+  CHECK(perf_launch(4, child_one_fails, NULL) == PERF_EXIT_ERROR,
+        "a failing process fails the run and releases the others");
+  CHECK(perf_launch(3, child_killed, NULL) == PERF_EXIT_ERROR, "a killed process fails the run");
+  int all = 0, one = 1;
+  CHECK(perf_launch(3, child_skip, &all) == PERF_EXIT_SKIP, "all skip: skipped");
+  CHECK(perf_launch(3, child_skip, &one) == PERF_EXIT_SKIP, "one skips: skipped, nobody hangs");
+  CHECK(perf_launch(4, child_wrong, NULL) == PERF_EXIT_WRONG, "wrong results propagate");
+  CHECK(perf_launch(3, child_failed_flag, NULL) == PERF_EXIT_ERROR,
+        "fail() is visible to failed()");
+
+  struct perf_world w;
+  perf_world_single(&w);
+  CHECK(child_basic(&w, NULL) == 0, "single world");
+  CHECK(w.ops->failed(&w) == 0, "single world never fails");
+  if (failures) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("perf processes: all checks passed\n");
+  return 0;
+}
