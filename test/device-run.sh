@@ -68,7 +68,7 @@ for step in "$@"; do
       ops=${step#ref:}
       [ "$ops" = all ] && ops=all_reduce,all_gather,reduce_scatter,broadcast,reduce,sendrecv,alltoall,gather,scatter
       for op in ${ops//,/ }; do
-        LD_LIBRARY_PATH="$ref_lib" timeout 590 "$build/test/perf/${op}_perf" -g "$ngpus" \
+        LD_LIBRARY_PATH="$ref_lib" timeout ${OP_TIMEOUT:-300} "$build/test/perf/${op}_perf" -g "$ngpus" \
           ${PERF_ARGS:--b 8 -e 8G -f 2 -c 1} >"$out/ref-$op.log" 2>&1
         rc=$?
         note "ref $op: rc=$rc $(grep -E 'Avg bus bandwidth|Out of bounds' "$out/ref-$op.log" | tr -s ' ' | tr '\n' ' ')"
