@@ -21,10 +21,13 @@ summary="$out/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
 # NVIDIA's NCCL, as shipped with PyTorch: the reference.
-ref_dir=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.dirname(m.__file__) or list(m.__path__)[0])' 2>/dev/null)
+ref_dir=${REF_NCCL_DIR:-$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)}
 ref_lib="$ref_dir/lib"
 ref_inc="$ref_dir/include"
-[ -f "$ref_lib/libnccl.so.2" ] || ref_lib=""
+if [ ! -f "$ref_lib/libnccl.so.2" ]; then
+  echo "reference NCCL not found (looked in '$ref_dir'); set REF_NCCL_DIR" >&2
+  exit 1
+fi
 note "device: $(nvidia-smi -L 2>/dev/null | head -1 | cut -c1-60) x$ngpus; reference NCCL: ${ref_lib:-none}"
 
 for step in "$@"; do
@@ -85,6 +88,7 @@ for step in "$@"; do
       ;;
   esac
 done
+tar -C "$out" -czf "$out/logs.tgz" --exclude logs.tgz . 2>/dev/null
 echo
 echo "==== summary ===="
 cat "$summary"
