@@ -6,7 +6,8 @@
 #   init       ncclCommInitRank time and GPU memory, Choir vs NVIDIA NCCL, 2 and NGPUS ranks
 #   ref:OPS    perf binaries on NVIDIA NCCL only (validates the tools): OPS = all or a,b,c
 #   compare:OPS  test/perf/compare, Choir vs NVIDIA NCCL
-# Environment: NGPUS (default: all), BUILD (default build-dev), PERF_ARGS (extra perf options),
+# Environment: NGPUS (default: all), BUILD (default build-dev), PERF_ARGS (perf options),
+# REF_TOPO (ranks of ref runs, default "-g NGPUS"; e.g. "-p 4"), REF_TAG (log name suffix),
 # OUT (where logs and tables go; the device tool provides it).
 #   test/device-run.sh build gpu init
 set -uo pipefail
@@ -71,10 +72,11 @@ for step in "$@"; do
       ops=${step#ref:}
       [ "$ops" = all ] && ops=all_reduce,all_gather,reduce_scatter,broadcast,reduce,sendrecv,alltoall,gather,scatter
       for op in ${ops//,/ }; do
-        LD_LIBRARY_PATH="$ref_lib" timeout ${OP_TIMEOUT:-300} "$build/test/perf/${op}_perf" -g "$ngpus" \
-          ${PERF_ARGS:--b 8 -e 8G -f 2 -c 1} >"$out/ref-$op.log" 2>&1
+        log="$out/ref${REF_TAG:+-$REF_TAG}-$op.log"
+        LD_LIBRARY_PATH="$ref_lib" timeout ${OP_TIMEOUT:-300} "$build/test/perf/${op}_perf" \
+          ${REF_TOPO:--g $ngpus} ${PERF_ARGS:--b 8 -e 8G -f 2 -c 1} >"$log" 2>&1
         rc=$?
-        note "ref $op: rc=$rc $(grep -E 'Avg bus bandwidth|Out of bounds' "$out/ref-$op.log" | tr -s ' ' | tr '\n' ' ')"
+        note "ref${REF_TAG:+ $REF_TAG} $op: rc=$rc $(grep -E 'Avg bus bandwidth|Out of bounds' "$log" | tr -s ' ' | tr '\n' ' ')"
       done
       ;;
     compare:*)
