@@ -1,0 +1,36 @@
+/*
+ * Private to kernels/: what the C launcher (kern_launch.c), the generated table (kern_table.c)
+ * and the generated CUDA instances (kern_inst_<type>.cu) share. Plain C, like kernels.h.
+ */
+#ifndef CHOIR_KERN_INTERNAL_H
+#define CHOIR_KERN_INTERNAL_H
+
+#include "kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One built reduce-copy instance: launches nctas CTAs of KERN_RC_NTHREADS on stream. The
+ * arguments have been validated and count > 0. Returns the launch's own CUDA error. */
+typedef cudaError_t kern_rc_launch_fn(const kern_reduce_copy_args_t* args, unsigned nctas,
+                                      cudaStream_t stream);
+
+/* Generated from instances.py (kern_table.c): NULL where kernel_subset left the instance out. */
+extern kern_rc_launch_fn* const kern_rc_table[KERN_OP_NUM][ncclNumTypes];
+extern const char* const kern_op_names[KERN_OP_NUM];
+extern const char* const kern_type_names[ncclNumTypes];
+extern const char kern_subset_str[];
+
+/* 16-byte vectors, unrolled 4 deep per thread, in chunks of one warp: the packs one CTA moves in
+ * one step. The launcher sizes the grid with it; the device code is written for these values. */
+#ifndef KERN_RC_UNROLL /* overridable for tuning experiments only */
+#define KERN_RC_UNROLL 4
+#endif
+#define KERN_RC_VEC_BYTES 16
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * The C boundary of kernels/ without a GPU (suite unit, so CI runs it): kernels.h compiles as C11
+ * here and as C++ in kern_header_cxx.cpp with the same layout; the instance table agrees with
+ * kernel_subset; malformed launches and left-out instances fail with the documented
+ * ncclResult_t and a message, before any CUDA call.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels.h"
+#include "ref.h"
+
+size_t kern_header_cxx_args_size(void);
+size_t kern_header_cxx_count_offset(void);
+
+static kern_reduce_copy_args_t valid_args(void) {
+  kern_reduce_copy_args_t a;
+  memset(&a, 0, sizeof a);
+  /* Never dereferenced: every case below fails its checks before a launch. */
+  a.srcs[0] = (const void*)(uintptr_t)0x10000;
+  a.dsts[0] = (void*)(uintptr_t)0x20000;
+  a.count = 16;
+  a.op = KERN_OP_SUM;
+  a.type = ncclFloat32;
+  a.nsrcs = 1;
+  a.ndsts = 1;
+  a.divisor = 1;
+  return a;
+}
+
+static ncclResult_t launch(const kern_reduce_copy_args_t* a) {
+  return kern_reduce_copy_launch(a, NULL);
+}
+
+int main(void) {
+  /* Same layout from C and C++. */
+  CHECK_EQ_INT(kern_header_cxx_args_size(), sizeof(kern_reduce_copy_args_t));
+  CHECK_EQ_INT(kern_header_cxx_count_offset(), offsetof(kern_reduce_copy_args_t, count));
+
+  /* Names, sizes, operator mapping. */
+  for (int t = 0; t < ncclNumTypes; t++) {
+    CHECK_EQ_INT(kern_type_size((ncclDataType_t)t), ref_type_size(t));
+    CHECK_TRUE(strcmp(kern_type_name((ncclDataType_t)t), "?") != 0);
+  }
+  CHECK_EQ_INT(kern_type_size(ncclNumTypes), 0);
+  CHECK_EQ_STR(kern_type_name(ncclNumTypes), "?");
+  CHECK_EQ_STR(kern_type_name(ncclBfloat16), "bf16");
+  CHECK_EQ_STR(kern_op_name(KERN_OP_PREMULSUM), "premulsum");
+  CHECK_EQ_STR(kern_op_name(KERN_OP_NUM), "?");
+  CHECK_EQ_INT(kern_op_from_nccl(ncclMax), KERN_OP_MAX);
+  CHECK_EQ_INT(kern_op_from_nccl(ncclAvg), KERN_OP_AVG);
+  CHECK_EQ_INT(kern_op_from_nccl((ncclRedOp_t)(ncclNumOps + 3)), KERN_OP_PREMULSUM);
+  CHECK_EQ_INT(REF_PREMULSUM, KERN_OP_PREMULSUM);
+
+  /* The table against kernel_subset: "all" builds everything; a filter leaves something out. */
+  int built = 0;
+  for (int op = 0; op < KERN_OP_NUM; op++)
+    for (int t = 0; t < ncclNumTypes; t++)
+      built += kern_instance_available((kern_op_t)op, (ncclDataType_t)t);
+  CHECK_TRUE(kern_subset()[0] != '\0');
+  if (strcmp(kern_subset(), "all") == 0)
+    CHECK_EQ_INT(built, KERN_OP_NUM * ncclNumTypes);
+  else
+    CHECK_TRUE(built > 0 && built < KERN_OP_NUM * ncclNumTypes);
+  CHECK_EQ_INT(kern_instance_available(KERN_OP_NUM, ncclFloat32), 0);
+  CHECK_EQ_INT(kern_instance_available(KERN_OP_SUM, ncclNumTypes), 0);
+  CHECK_EQ_INT(kern_instance_available((kern_op_t)-1, ncclFloat32), 0);
+
+  /* Malformed arguments: ncclInvalidArgument with a message naming the culprit. */
+  kern_reduce_copy_args_t a;
+  CHECK_EQ_INT(launch(NULL), ncclInvalidArgument);
+  a = valid_args();
+  a.op = KERN_OP_NUM;
+  CHECK_EQ_INT(launch(&a), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "op 6");
+  a = valid_args();
+  a.type = ncclNumTypes;
+  CHECK_EQ_INT(launch(&a), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "type 12");
+  a = valid_args();
+  a.nsrcs = 0;
+  CHECK_EQ_INT(launch(&a), ncclInvalidArgument);
+  a.nsrcs = KERN_RC_MAX_SRCS + 1;
+  CHECK_EQ_INT(launch(&a), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "nsrcs 9");
+  a = valid_args();
+  a.ndsts = 3;
+  CHECK_EQ_INT(launch(&a), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "ndsts 3");
+  a = valid_args();
+  a.op = KERN_OP_AVG;
+  a.divisor = 0;
+  CHECK_EQ_INT(launch(&a), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "divisor");
+
+  /* Pointer checks need a built instance; take the first one. */
+  int op0 = -1, t0 = -1;
+  for (int op = 0; op < KERN_OP_NUM && op0 < 0; op++)
+    for (int t = 0; t < ncclNumTypes && op0 < 0; t++)
+      if (kern_instance_available((kern_op_t)op, (ncclDataType_t)t) && ref_type_size(t) > 1) {
+        op0 = op;
+        t0 = t;
+      }
+  if (op0 >= 0) {
+    a = valid_args();
+    a.op = (kern_op_t)op0;
+    a.type = (ncclDataType_t)t0;
+    a.nsrcs = 2;
+    CHECK_EQ_INT(launch(&a), ncclInvalidArgument); /* srcs[1] is NULL */
+    CHECK_CONTAINS(kern_last_error(), "srcs[1]");
+    a.srcs[1] = (const void*)(uintptr_t)0x30001; /* not element-aligned */
+    CHECK_EQ_INT(launch(&a), ncclInvalidArgument);
+    CHECK_CONTAINS(kern_last_error(), "aligned");
+    a.srcs[1] = (const void*)(uintptr_t)0x30000;
+    a.ndsts = 2;
+    CHECK_EQ_INT(launch(&a), ncclInvalidArgument);
+    CHECK_CONTAINS(kern_last_error(), "dsts[1]");
+    /* count 0: nothing to do, no pointer needed, no CUDA call made. */
+    memset(a.srcs, 0, sizeof a.srcs);
+    memset(a.dsts, 0, sizeof a.dsts);
+    a.count = 0;
+    CHECK_EQ_INT(launch(&a), ncclSuccess);
+  }
+
+  /* A left-out instance: ncclInvalidUsage naming it and the subset. */
+  int missing = 0;
+  for (int op = 0; op < KERN_OP_NUM && !missing; op++) {
+    for (int t = 0; t < ncclNumTypes && !missing; t++) {
+      if (kern_instance_available((kern_op_t)op, (ncclDataType_t)t)) continue;
+      missing = 1;
+      a = valid_args();
+      a.op = (kern_op_t)op;
+      a.type = (ncclDataType_t)t;
+      CHECK_EQ_INT(launch(&a), ncclInvalidUsage);
+      char want[128];
+      snprintf(want, sizeof want, "kernel for %s/%s not built (kernel_subset=%s)",
+               kern_op_name((kern_op_t)op), kern_type_name((ncclDataType_t)t), kern_subset());
+      CHECK_EQ_STR(kern_last_error(), want);
+    }
+  }
+  if (!missing)
+    printf("kern-boundary: every instance built; the not-built path needs a subset build\n");
+  return check_finish("kern-boundary");
+}
