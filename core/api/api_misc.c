@@ -38,13 +38,16 @@ NCCL_API(void, ncclResetDebugInit, void) { log_reset(); }
 
 NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   API_CHECK_PTR("ncclMemAlloc", ptr);
-  (void)size;
-  return api_missing("ncclMemAlloc", "cuMem-based allocation");
+  if (size == 0) {
+    *ptr = NULL;
+    return ncclSuccess;
+  }
+  return cumem_alloc(ptr, size);
 }
 
 NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
-  (void)ptr;
-  return api_missing("ncclMemFree", "cuMem-based allocation");
+  if (ptr == NULL) return ncclSuccess;
+  return cumem_free(ptr);
 }
 
 NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,

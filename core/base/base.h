@@ -146,6 +146,11 @@ ncclResult_t cuda_device_count(int* n_p);
 ncclResult_t cuda_bus_id(int dev, int64_t* bus_id_p);
 ncclResult_t cuda_mem_get_info(size_t* free_p, size_t* total_p);
 
+/* ncclMemAlloc / ncclMemFree (base_cumem.c): cuMem allocations on the current device, mapped for
+ * its peers; cudaMalloc with NCCL_CUMEM_ENABLE=0. */
+ncclResult_t cumem_alloc(void** ptr_p, size_t size);
+ncclResult_t cumem_free(void* ptr);
+
 /* ---- Allocation -------------------------------------------------------------------------- */
 
 /* calloc that logs and returns ncclSystemError on failure; *ptr_p written only on success. */

@@ -28,6 +28,8 @@ PARAM_STR(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", NULL,
           "disables")
 PARAM_STR(NET, "NCCL_NET", NULL,
           "use only the net plugin whose table name matches (case-insensitive), e.g. Socket or IB")
+PARAM_INT(CUMEM_ENABLE, "NCCL_CUMEM_ENABLE", 1,
+          "1: ncclMemAlloc uses cuMem allocations (mappable by peers, exportable); 0: cudaMalloc")
 /* communicator configuration: each overrides the matching ncclConfig_t field when set */
 PARAM_INT(COMM_BLOCKING, "NCCL_COMM_BLOCKING", -1,
           "1: blocking communicator calls, 0: non-blocking (ncclInProgress); overrides "

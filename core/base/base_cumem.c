@@ -1,0 +1,178 @@
+/*
+ * GPU memory for ncclMemAlloc: cuMem allocations (physical memory mapped into a reserved
+ * virtual range, granularity-aligned, readable and writable by every GPU that can reach this one
+ * peer to peer, exportable as a file descriptor where the driver allows), so that the buffers can
+ * later be registered, mapped by peers and used by network plugins. With NCCL_CUMEM_ENABLE=0,
+ * plain cudaMalloc.
+ *
+ * The driver API is reached through cudaGetDriverEntryPointByVersion, so libnccl.so.2 does not
+ * link libcuda.so.1 (which machines without a GPU do not have).
+ */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "base.h"
+
+static struct {
+  CUresult (*get_granularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags);
+  CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                     unsigned long long);
+  CUresult (*release)(CUmemGenericAllocationHandle);
+  CUresult (*address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);
+  CUresult (*address_free)(CUdeviceptr, size_t);
+  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+  CUresult (*unmap)(CUdeviceptr, size_t);
+  CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
+  CUresult (*retain_handle)(CUmemGenericAllocationHandle*, void*);
+  CUresult (*get_address_range)(CUdeviceptr*, size_t*, CUdeviceptr);
+  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice);
+  CUresult (*get_error_string)(CUresult, const char**);
+} cu;
+
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+static ncclResult_t cu_load_result = ncclSuccess;
+static char cu_load_error[256];
+
+static void cu_load(void) {
+  static const struct {
+    const char* name;
+    void** fn;
+  } syms[] = {
+      {"cuMemGetAllocationGranularity", (void**)&cu.get_granularity},
+      {"cuMemCreate", (void**)&cu.create},
+      {"cuMemRelease", (void**)&cu.release},
+      {"cuMemAddressReserve", (void**)&cu.address_reserve},
+      {"cuMemAddressFree", (void**)&cu.address_free},
+      {"cuMemMap", (void**)&cu.map},
+      {"cuMemUnmap", (void**)&cu.unmap},
+      {"cuMemSetAccess", (void**)&cu.set_access},
+      {"cuMemRetainAllocationHandle", (void**)&cu.retain_handle},
+      {"cuMemGetAddressRange", (void**)&cu.get_address_range},
+      {"cuDeviceGetAttribute", (void**)&cu.device_get_attribute},
+      {"cuGetErrorString", (void**)&cu.get_error_string},
+  };
+  for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t e = cudaGetDriverEntryPointByVersion(syms[i].name, syms[i].fn, 12000,
+                                                     cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || *syms[i].fn == NULL) {
+      snprintf(cu_load_error, sizeof(cu_load_error), "driver entry point %s unavailable (%s)",
+               syms[i].name, e != cudaSuccess ? cudaGetErrorString(e) : "not found");
+      cu_load_result = e == cudaSuccess ? ncclSystemError : ncclUnhandledCudaError;
+      return;
+    }
+  }
+}
+
+#define CU_CHECK(call)                                                            \
+  do {                                                                            \
+    CUresult r_ = (call);                                                         \
+    if (r_ != CUDA_SUCCESS) {                                                     \
+      const char* s_ = "unknown error";                                           \
+      cu.get_error_string(r_, &s_);                                               \
+      WARN("CUDA driver call %s failed: %s (%d)", #call, s_, (int)r_);            \
+      res = ncclUnhandledCudaError;                                               \
+      goto fail;                                                                  \
+    }                                                                             \
+  } while (0)
+
+static ncclResult_t cumem_ready(void) {
+  pthread_once(&cu_once, cu_load);
+  if (cu_load_result != ncclSuccess) WARN("cuMem allocation unavailable: %s", cu_load_error);
+  return cu_load_result;
+}
+
+ncclResult_t cumem_alloc(void** ptr_p, size_t size) {
+  if (param_int(PARAM_CUMEM_ENABLE) == 0) {
+    void* p = NULL;
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e != cudaSuccess) {
+      WARN("cudaMalloc of %zu bytes failed: %s", size, cudaGetErrorString(e));
+      return ncclUnhandledCudaError;
+    }
+    *ptr_p = p;
+    return ncclSuccess;
+  }
+  CHECK(cumem_ready());
+  ncclResult_t res = ncclSuccess;
+  int dev = -1, ndev = 0, fd_ok = 0, rdma_ok = 0;
+  CHECK(cuda_get_device(&dev));
+  CHECK(cuda_device_count(&ndev));
+  CUmemGenericAllocationHandle handle = 0;
+  CUdeviceptr base = 0;
+  size_t gran = 0, rounded = 0;
+  bool created = false, reserved = false, mapped = false;
+
+  CU_CHECK(cu.device_get_attribute(&fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                                   (CUdevice)dev));
+  CU_CHECK(cu.device_get_attribute(&rdma_ok, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+                                   (CUdevice)dev));
+  CUmemAllocationProp prop = {0};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  prop.requestedHandleTypes = fd_ok ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  prop.allocFlags.gpuDirectRDMACapable = rdma_ok ? 1 : 0;
+  CU_CHECK(cu.get_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  rounded = (size + gran - 1) / gran * gran;
+
+  CU_CHECK(cu.create(&handle, rounded, &prop, 0));
+  created = true;
+  CU_CHECK(cu.address_reserve(&base, rounded, gran, 0, 0));
+  reserved = true;
+  CU_CHECK(cu.map(base, rounded, 0, handle, 0));
+  mapped = true;
+  /* This GPU, and every GPU that can reach it peer to peer, may read and write the buffer. */
+  for (int d = 0; d < ndev; d++) {
+    int can = d == dev;
+    if (!can && cudaDeviceCanAccessPeer(&can, d, dev) != cudaSuccess) can = 0;
+    if (!can) continue;
+    CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, d}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CU_CHECK(cu.set_access(base, rounded, &acc, 1));
+  }
+  INFO(NCCL_ALLOC, "ncclMemAlloc: %zu bytes (%zu with granularity %zu) at %p on device %d", size,
+       rounded, gran, (void*)base, dev);
+  *ptr_p = (void*)base;
+  return ncclSuccess;
+fail:
+  if (mapped) cu.unmap(base, rounded);
+  if (reserved) cu.address_free(base, rounded);
+  if (created) cu.release(handle);
+  return res;
+}
+
+ncclResult_t cumem_free(void* ptr) {
+  if (param_int(PARAM_CUMEM_ENABLE) == 0) {
+    cudaError_t e = cudaFree(ptr);
+    if (e != cudaSuccess) {
+      WARN("ncclMemFree: cudaFree(%p) failed: %s", ptr, cudaGetErrorString(e));
+      return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+  }
+  CHECK(cumem_ready());
+  ncclResult_t res = ncclSuccess;
+  CUmemGenericAllocationHandle handle = 0;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (cu.retain_handle(&handle, ptr) != CUDA_SUCCESS ||
+      cu.get_address_range(&base, &size, (CUdeviceptr)ptr) != CUDA_SUCCESS) {
+    WARN("ncclMemFree: %p was not allocated by ncclMemAlloc", ptr);
+    return ncclInvalidArgument;
+  }
+  /* The retain above took a reference of its own. */
+  CU_CHECK(cu.release(handle));
+  if ((void*)base != ptr) {
+    WARN("ncclMemFree: %p is inside the allocation at %p; pass the pointer ncclMemAlloc returned",
+         ptr, (void*)base);
+    return ncclInvalidArgument;
+  }
+  CU_CHECK(cu.unmap(base, size));
+  CU_CHECK(cu.release(handle));
+  CU_CHECK(cu.address_free(base, size));
+  return ncclSuccess;
+fail:
+  return res;
+}
