@@ -16,4 +16,4 @@ san="$build-sanitize"
   -Db_lundef=false -Dkernel_subset="ops=sum;types=f32"
 ninja -C "$san"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  meson test -C "$san" --print-errorlogs --suite unit --suite abi
+  meson test -C "$san" --print-errorlogs --suite unit --suite abi --suite plugin
