@@ -6,6 +6,8 @@
 #   init       ncclCommInitRank time and GPU memory, Choir vs NVIDIA NCCL, 2 and NGPUS ranks
 #   ref:OPS    perf binaries on NVIDIA NCCL only (validates the tools): OPS = all or a,b,c
 #   compare:OPS  test/perf/compare, Choir vs NVIDIA NCCL
+#   plugins    Choir's tuner and profiler plugins loaded into NVIDIA's NCCL, all_reduce on NGPUS
+#   sanitize   compute-sanitizer memcheck and racecheck on the kernel checker
 # Environment: NGPUS (default: all), BUILD (default build-dev), PERF_ARGS (perf options),
 # REF_TOPO (ranks of ref runs, default "-g NGPUS"; e.g. "-p 4"), REF_TAG (log name suffix),
 # OUT (where logs and tables go; the device tool provides it).
@@ -84,6 +86,30 @@ for step in "$@"; do
       test/perf/compare --lib-a "$PWD/$build" --name-a choir --lib-b "$ref_lib" --name-b nccl \
         --ops "$ops" --ngpus "$ngpus" --out "$out" ${PERF_ARGS:-} >"$out/compare.log" 2>&1
       note "compare: rc=$? (table in compare.log)"
+      ;;
+    plugins)
+      perf="$build/test/perf/all_reduce_perf"
+      printf 'allreduce,0,65536,ring,ll,2,-1,-1\n' >"$out/tuner.conf"
+      LD_LIBRARY_PATH="$ref_lib" NCCL_TUNER_PLUGIN="$PWD/$build/plugins/libnccl-tuner-default.so" \
+        NCCL_TUNER_CONFIG_FILE="$out/tuner.conf" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING \
+        timeout 120 "$perf" -b 8 -e 1M -f 4 -g "$ngpus" -c 1 >"$out/tuner.log" 2>&1
+        note "tuner in NVIDIA NCCL: rc=$? loaded=$(grep -c 'TUNER/Choir-default: comm' "$out/tuner.log") applied=$(grep -c 'applied to allreduce' "$out/tuner.log") $(grep -o 'Out of bounds values : [0-9]* [A-Z]*' "$out/tuner.log")"
+      rm -f "$out"/choir-trace-*.json
+      LD_LIBRARY_PATH="$ref_lib" NCCL_PROFILER_PLUGIN="$PWD/$build/plugins/libnccl-profiler-trace.so" \
+        CHOIR_PROFILER_FILE="$out/choir-trace-%h-%p.json" \
+        timeout 120 "$perf" -b 8 -e 64M -f 8 -g "$ngpus" -w 2 -n 5 -c 1 >"$out/profiler.log" 2>&1
+        rc=$?
+      note "profiler in NVIDIA NCCL: rc=$rc $(python3 -c 'import json,glob,sys,collections
+ev=[e for f in glob.glob(sys.argv[1]) for e in json.load(open(f))["traceEvents"]]
+c=collections.Counter(e["name"] for e in ev if e.get("ph") in ("X","i"))
+print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))' "$out/choir-trace-*.json" 2>&1 | tail -1)"
+      ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        timeout 280 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+          "$build/test/gpu/test-kern-reduce-copy" --quick >"$out/sanitize-$tool.log" 2>&1
+        note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool.log" | tail -1) $(tail -1 "$out/sanitize-$tool.log" | cut -c1-80)"
+      done
       ;;
     *)
       note "unknown step '$step'"
