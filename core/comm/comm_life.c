@@ -68,24 +68,23 @@ ncclResult_t comm_finalize(ncclComm_t comm) {
   return ncclSuccess;
 }
 
-ncclResult_t comm_destroy(ncclComm_t comm) {
-  CHECK(comm_check("ncclCommDestroy", comm));
+/* Destroy and abort end alike once the communicator is idle; abort first tells its jobs to stop. */
+static ncclResult_t comm_release(const char* func, ncclComm_t comm, bool abort, const char* what) {
+  CHECK(comm_check(func, comm));
+  if (abort) __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
   comm_wait_idle(comm);
-  INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx - destroy complete",
-       (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->bus_id);
+  INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx - %s complete", (void*)comm,
+       comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->bus_id, what);
   comm_free(comm);
   return ncclSuccess;
 }
 
+ncclResult_t comm_destroy(ncclComm_t comm) {
+  return comm_release("ncclCommDestroy", comm, false, "destroy");
+}
+
 ncclResult_t comm_abort(ncclComm_t comm) {
-  CHECK(comm_check("ncclCommAbort", comm));
-  /* Make every blocking step of this communicator's jobs give up now, then release. */
-  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
-  comm_wait_idle(comm);
-  INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx - abort complete",
-       (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->bus_id);
-  comm_free(comm);
-  return ncclSuccess;
+  return comm_release("ncclCommAbort", comm, true, "abort");
 }
 
 ncclResult_t comm_revoke(ncclComm_t comm) {

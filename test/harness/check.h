@@ -2,6 +2,7 @@
  * Minimal assertion helpers for Choir's C tests. A failed check prints where and what, and makes
  * the test fail at the end; the test keeps going so one run shows every failure.
  *   CHECK_TRUE(cond), CHECK_EQ_INT(a, b), CHECK_EQ_STR(a, b), CHECK_CONTAINS(haystack, needle)
+ *   CHECK_MSG(cond, fmt, ...)     with a printf-style explanation of what was checked
  *   return check_finish("name");   from main: prints a summary, returns 0 or 1
  * Exit code 77 (CHECK_SKIP) tells Meson the test was skipped.
  */
@@ -23,6 +24,20 @@ static int check_count_;
       check_failures_++;                                                       \
       fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
     }                                                                          \
+  } while (0)
+
+/* Only the first CHECK_MSG_MAX failures are printed: a broken table check could print millions. */
+#define CHECK_MSG_MAX 50
+#define CHECK_MSG(cond, ...)                                                           \
+  do {                                                                                 \
+    check_count_++;                                                                    \
+    if (!(cond)) {                                                                     \
+      if (++check_failures_ <= CHECK_MSG_MAX) {                                        \
+        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);       \
+        fprintf(stderr, __VA_ARGS__);                                                  \
+        fprintf(stderr, "\n");                                                         \
+      }                                                                                \
+    }                                                                                  \
   } while (0)
 
 #define CHECK_EQ_INT(a, b)                                                                  \

@@ -11,21 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "perf.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                         \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      failures++;                                                                \
-      if (failures < 50) {                                                       \
-        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-        fprintf(stderr, __VA_ARGS__);                                            \
-        fprintf(stderr, "\n");                                                   \
-      }                                                                          \
-    }                                                                            \
-  } while (0)
 
 static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b); }
 
@@ -34,84 +22,84 @@ static void test_bandwidth(void) {
   for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
     int n = ns[k];
     double nn = n;
-    CHECK(close_to(perf_coll_busbw_factor(PERF_ALL_REDUCE, n), 2 * (nn - 1) / nn), "all_reduce");
-    CHECK(close_to(perf_coll_busbw_factor(PERF_ALL_GATHER, n), (nn - 1) / nn), "all_gather");
-    CHECK(close_to(perf_coll_busbw_factor(PERF_REDUCE_SCATTER, n), (nn - 1) / nn), "rs");
-    CHECK(close_to(perf_coll_busbw_factor(PERF_ALLTOALL, n), (nn - 1) / nn), "alltoall");
-    CHECK(close_to(perf_coll_busbw_factor(PERF_GATHER, n), (nn - 1) / nn), "gather");
-    CHECK(close_to(perf_coll_busbw_factor(PERF_SCATTER, n), (nn - 1) / nn), "scatter");
-    CHECK(perf_coll_busbw_factor(PERF_BROADCAST, n) == 1.0, "broadcast");
-    CHECK(perf_coll_busbw_factor(PERF_REDUCE, n) == 1.0, "reduce");
-    CHECK(perf_coll_busbw_factor(PERF_SENDRECV, n) == 1.0, "sendrecv");
+    CHECK_MSG(close_to(perf_coll_busbw_factor(PERF_ALL_REDUCE, n), 2 * (nn - 1) / nn), "all_reduce");
+    CHECK_MSG(close_to(perf_coll_busbw_factor(PERF_ALL_GATHER, n), (nn - 1) / nn), "all_gather");
+    CHECK_MSG(close_to(perf_coll_busbw_factor(PERF_REDUCE_SCATTER, n), (nn - 1) / nn), "rs");
+    CHECK_MSG(close_to(perf_coll_busbw_factor(PERF_ALLTOALL, n), (nn - 1) / nn), "alltoall");
+    CHECK_MSG(close_to(perf_coll_busbw_factor(PERF_GATHER, n), (nn - 1) / nn), "gather");
+    CHECK_MSG(close_to(perf_coll_busbw_factor(PERF_SCATTER, n), (nn - 1) / nn), "scatter");
+    CHECK_MSG(perf_coll_busbw_factor(PERF_BROADCAST, n) == 1.0, "broadcast");
+    CHECK_MSG(perf_coll_busbw_factor(PERF_REDUCE, n) == 1.0, "reduce");
+    CHECK_MSG(perf_coll_busbw_factor(PERF_SENDRECV, n) == 1.0, "sendrecv");
   }
   /* Worked examples: 4 ranks, 1 GB of floats per call in 10 ms. */
   double alg, bus;
   perf_coll_bw(PERF_ALL_REDUCE, 1u << 28, 4, 4, 0.01, &alg, &bus);
-  CHECK(close_to(alg, 1073741824.0 / 1e9 / 0.01) && close_to(bus, alg * 1.5), "all_reduce %g %g",
+  CHECK_MSG(close_to(alg, 1073741824.0 / 1e9 / 0.01) && close_to(bus, alg * 1.5), "all_reduce %g %g",
         alg, bus);
   /* all_gather's count is per rank: bytes = count * size * n. */
   perf_coll_bw(PERF_ALL_GATHER, 1u << 26, 4, 4, 0.01, &alg, &bus);
-  CHECK(close_to(alg, 1073741824.0 / 1e9 / 0.01) && close_to(bus, alg * 0.75), "all_gather");
+  CHECK_MSG(close_to(alg, 1073741824.0 / 1e9 / 0.01) && close_to(bus, alg * 0.75), "all_gather");
   perf_coll_bw(PERF_ALLTOALL, 1u << 26, 4, 4, 0.01, &alg, &bus);
-  CHECK(close_to(alg, 107.3741824) && close_to(bus, 107.3741824 * 0.75), "alltoall");
+  CHECK_MSG(close_to(alg, 107.3741824) && close_to(bus, 107.3741824 * 0.75), "alltoall");
   perf_coll_bw(PERF_SENDRECV, 1000, 8, 2, 1e-6, &alg, &bus);
-  CHECK(close_to(alg, 8.0) && close_to(bus, 8.0), "sendrecv");
+  CHECK_MSG(close_to(alg, 8.0) && close_to(bus, 8.0), "sendrecv");
   perf_coll_bw(PERF_BROADCAST, 1000, 8, 2, 0.0, &alg, &bus);
-  CHECK(alg == 0.0 && bus == 0.0, "zero time gives zero, not infinity");
+  CHECK_MSG(alg == 0.0 && bus == 0.0, "zero time gives zero, not infinity");
   /* The reference figures of the design: 365 GB/s busbw all_reduce at 8 GB on 4 ranks is
    * 243.3 GB/s algbw, i.e. 35.3 ms per call. */
   perf_coll_bw(PERF_ALL_REDUCE, (8ull << 30) / 4, 4, 4, 8589934592.0 / 243.333e9, &alg, &bus);
-  CHECK(fabs(bus - 365.0) < 0.01, "design figure: %g", bus);
+  CHECK_MSG(fabs(bus - 365.0) < 0.01, "design figure: %g", bus);
 }
 
 static void test_counts(void) {
   struct perf_counts c;
   /* 4 ranks, 1003 elements: sizes that do not divide are truncated as in nccl-tests. */
   perf_coll_counts(PERF_ALL_REDUCE, 1003, 4, &c);
-  CHECK(c.send_count == 1003 && c.recv_count == 1003 && c.param_count == 1003 &&
+  CHECK_MSG(c.send_count == 1003 && c.recv_count == 1003 && c.param_count == 1003 &&
             c.send_inplace == 0 && c.recv_inplace == 0,
         "all_reduce");
   perf_coll_counts(PERF_ALL_GATHER, 1003, 4, &c);
-  CHECK(c.send_count == 250 && c.recv_count == 1000 && c.param_count == 250 &&
+  CHECK_MSG(c.send_count == 250 && c.recv_count == 1000 && c.param_count == 250 &&
             c.send_inplace == 250 && c.recv_inplace == 0,
         "all_gather");
   perf_coll_counts(PERF_GATHER, 1003, 4, &c);
-  CHECK(c.send_count == 250 && c.recv_count == 1000 && c.param_count == 250 &&
+  CHECK_MSG(c.send_count == 250 && c.recv_count == 1000 && c.param_count == 250 &&
             c.send_inplace == 250 && c.recv_inplace == 0,
         "gather");
   perf_coll_counts(PERF_REDUCE_SCATTER, 1003, 4, &c);
-  CHECK(c.send_count == 1000 && c.recv_count == 250 && c.param_count == 250 &&
+  CHECK_MSG(c.send_count == 1000 && c.recv_count == 250 && c.param_count == 250 &&
             c.send_inplace == 0 && c.recv_inplace == 250,
         "reduce_scatter");
   perf_coll_counts(PERF_SCATTER, 1003, 4, &c);
-  CHECK(c.send_count == 1000 && c.recv_count == 250 && c.param_count == 250 &&
+  CHECK_MSG(c.send_count == 1000 && c.recv_count == 250 && c.param_count == 250 &&
             c.send_inplace == 0 && c.recv_inplace == 250,
         "scatter");
   perf_coll_counts(PERF_ALLTOALL, 1003, 4, &c);
-  CHECK(c.send_count == 1000 && c.recv_count == 1000 && c.param_count == 250 &&
+  CHECK_MSG(c.send_count == 1000 && c.recv_count == 1000 && c.param_count == 250 &&
             c.send_inplace == 0 && c.recv_inplace == 0,
         "alltoall");
   static const int same[] = {PERF_BROADCAST, PERF_REDUCE, PERF_SENDRECV};
   for (int i = 0; i < 3; i++) {
     perf_coll_counts(same[i], 1003, 4, &c);
-    CHECK(c.send_count == 1003 && c.recv_count == 1003 && c.param_count == 1003, "coll %d",
+    CHECK_MSG(c.send_count == 1003 && c.recv_count == 1003 && c.param_count == 1003, "coll %d",
           same[i]);
   }
   /* Too small to give every rank an element: count 0, as nccl-tests prints it. */
   perf_coll_counts(PERF_ALL_GATHER, 2, 4, &c);
-  CHECK(c.send_count == 0 && c.recv_count == 0 && c.param_count == 0, "tiny all_gather");
+  CHECK_MSG(c.send_count == 0 && c.recv_count == 0 && c.param_count == 0, "tiny all_gather");
 
-  CHECK(perf_colls[PERF_ALL_REDUCE].reduces && perf_colls[PERF_REDUCE].reduces &&
+  CHECK_MSG(perf_colls[PERF_ALL_REDUCE].reduces && perf_colls[PERF_REDUCE].reduces &&
             perf_colls[PERF_REDUCE_SCATTER].reduces && !perf_colls[PERF_ALL_GATHER].reduces,
         "reducing collectives");
-  CHECK(perf_colls[PERF_BROADCAST].rooted && perf_colls[PERF_REDUCE].rooted &&
+  CHECK_MSG(perf_colls[PERF_BROADCAST].rooted && perf_colls[PERF_REDUCE].rooted &&
             perf_colls[PERF_GATHER].rooted && perf_colls[PERF_SCATTER].rooted &&
             !perf_colls[PERF_ALLTOALL].rooted,
         "rooted collectives");
-  CHECK(!perf_colls[PERF_ALLTOALL].inplace_ok && !perf_colls[PERF_SENDRECV].inplace_ok &&
+  CHECK_MSG(!perf_colls[PERF_ALLTOALL].inplace_ok && !perf_colls[PERF_SENDRECV].inplace_ok &&
             perf_colls[PERF_ALL_GATHER].inplace_ok,
         "in-place checked");
-  CHECK(!strcmp(perf_colls[PERF_REDUCE_SCATTER].name, "reduce_scatter"), "names");
+  CHECK_MSG(!strcmp(perf_colls[PERF_REDUCE_SCATTER].name, "reduce_scatter"), "names");
 }
 
 /* ---- Host simulation of every collective ---- */
@@ -170,17 +158,17 @@ static void simulate(int coll, int t, int op, int n, int pattern) {
     struct perf_expect x;
     int checked = perf_coll_expect(coll, rank, n, root, &c, &x);
     int want_checked = !((coll == PERF_REDUCE || coll == PERF_GATHER) && rank != root);
-    CHECK(checked == want_checked, "coll %d rank %d checked %d", coll, rank, checked);
+    CHECK_MSG(checked == want_checked, "coll %d rank %d checked %d", coll, rank, checked);
     if (!checked) continue;
     for (uint64_t o = 0; o < c.recv_count; o++) {
       ref_val got = sim_output(coll, &g, t, n, rank, root, c.param_count, o), want;
       double tol;
       int wrong = perf_expect_elem(&g, t, &x, o, got, &want, &tol);
-      CHECK(!wrong, "%s %s %s n=%d %s rank %d element %llu: got %.9g, want %.9g, tolerance %g",
+      CHECK_MSG(!wrong, "%s %s %s n=%d %s rank %d element %llu: got %.9g, want %.9g, tolerance %g",
             perf_colls[coll].name, ref_type_name(t), perf_op_label(op), n,
             pattern ? "random" : "exact", rank, (unsigned long long)o, got.f, want.f, tol);
       if (g.exact || !ref_type_is_float(t) || op == PERF_OP_NONE)
-        CHECK(tol == 0.0, "exact data must be checked exactly");
+        CHECK_MSG(tol == 0.0, "exact data must be checked exactly");
       /* Corruptions: the top exponent (or high) bit flipped, which exact checks must always
        * catch and bounded checks whenever the change exceeds twice the tolerance (the expected
        * value is itself within the tolerance of the exact one); for floats, also the largest
@@ -193,7 +181,7 @@ static void simulate(int coll, int t, int op, int n, int pattern) {
       ref_val bad = ref_load(t, raw, 0);
       int det = perf_expect_elem(&g, t, &x, o, bad, NULL, NULL);
       if (tol == 0.0 || isnan(bad.f) || fabs(bad.f - want.f) > 2 * tol)
-        CHECK(det,
+        CHECK_MSG(det,
               "%s %s %s n=%d %s: element %llu flipped to %.9g (want %.9g, tolerance %g) "
               "not detected",
               perf_colls[coll].name, ref_type_name(t), perf_op_label(op), n,
@@ -201,7 +189,7 @@ static void simulate(int coll, int t, int op, int n, int pattern) {
       if (ref_type_is_float(t)) {
         ref_val far = ref_from_f64(t, want.f > 0 ? -ref_type_max(t) : ref_type_max(t));
         ref_val nan = ref_from_f64(t, NAN);
-        CHECK(perf_expect_elem(&g, t, &x, o, far, NULL, NULL) &&
+        CHECK_MSG(perf_expect_elem(&g, t, &x, o, far, NULL, NULL) &&
                   perf_expect_elem(&g, t, &x, o, nan, NULL, NULL),
               "%s %s: far value or NaN accepted", perf_colls[coll].name, ref_type_name(t));
       }
@@ -229,56 +217,56 @@ static void test_patterns(void) {
   struct perf_gen g;
   /* fp8 e5m2 sums on 4 ranks: integers in [-2, 2], exact. */
   perf_gen_setup(&g, REF_FP8_E5M2, REF_SUM, 4, PERF_PAT_EXACT, 1);
-  CHECK(g.exact && g.range == 2, "e5m2 sum on 4 ranks: exact %d range %lld", g.exact,
+  CHECK_MSG(g.exact && g.range == 2, "e5m2 sum on 4 ranks: exact %d range %lld", g.exact,
         (long long)g.range);
   int seen[5] = {0};
   for (int i = 0; i < 1000; i++) {
     double v = perf_gen_value(&g, REF_FP8_E5M2, i % 4, (uint64_t)i).f;
-    CHECK(v == floor(v) && fabs(v) <= 2, "value %g", v);
+    CHECK_MSG(v == floor(v) && fabs(v) <= 2, "value %g", v);
     if (fabs(v) <= 2) seen[(int)v + 2] = 1;
   }
-  CHECK(seen[0] && seen[1] && seen[2] && seen[3] && seen[4], "all of -2..2 occur");
+  CHECK_MSG(seen[0] && seen[1] && seen[2] && seen[3] && seen[4], "all of -2..2 occur");
   /* Too many ranks for exact fp8 sums: the tolerance takes over. */
   perf_gen_setup(&g, REF_FP8_E5M2, REF_SUM, 16, PERF_PAT_EXACT, 1);
-  CHECK(!g.exact && g.range == 1, "e5m2 sum on 16 ranks is not exact");
+  CHECK_MSG(!g.exact && g.range == 1, "e5m2 sum on 16 ranks is not exact");
   perf_gen_setup(&g, REF_FLOAT16, REF_AVG, 3, PERF_PAT_EXACT, 1);
-  CHECK(!g.exact, "avg over 3 ranks cannot be exact");
+  CHECK_MSG(!g.exact, "avg over 3 ranks cannot be exact");
   perf_gen_setup(&g, REF_FLOAT16, REF_AVG, 4, PERF_PAT_EXACT, 1);
-  CHECK(g.exact && g.range == 512, "half avg over 4: range %lld", (long long)g.range);
+  CHECK_MSG(g.exact && g.range == 512, "half avg over 4: range %lld", (long long)g.range);
   perf_gen_setup(&g, REF_BFLOAT16, REF_PREMULSUM, 4, PERF_PAT_EXACT, 1);
-  CHECK(g.exact && g.range == 42, "bf16 premulsum over 4 (weights 1+2+1+2): range %lld",
+  CHECK_MSG(g.exact && g.range == 42, "bf16 premulsum over 4 (weights 1+2+1+2): range %lld",
         (long long)g.range);
   perf_gen_setup(&g, REF_FP8_E4M3, REF_PROD, 16, PERF_PAT_EXACT, 1);
-  CHECK(g.exact && g.prod_ranks == 6, "e4m3 prod: %d ranks may move the exponent", g.prod_ranks);
+  CHECK_MSG(g.exact && g.prod_ranks == 6, "e4m3 prod: %d ranks may move the exponent", g.prod_ranks);
   for (int i = 0; i < 200; i++) {
     double v = fabs(perf_gen_value(&g, REF_FP8_E4M3, i % 16, (uint64_t)i).f);
-    CHECK(v == 0.5 || v == 1.0 || v == 2.0, "prod value %g", v);
-    if (i % 16 >= 6) CHECK(v == 1.0, "rank %d must draw +-1", i % 16);
+    CHECK_MSG(v == 0.5 || v == 1.0 || v == 2.0, "prod value %g", v);
+    if (i % 16 >= 6) CHECK_MSG(v == 1.0, "rank %d must draw +-1", i % 16);
   }
   perf_gen_setup(&g, REF_FLOAT32, REF_PROD, 8, PERF_PAT_RANDOM, 1);
-  CHECK(g.prod_dev == 0.25, "float prod deviation %g", g.prod_dev);
+  CHECK_MSG(g.prod_dev == 0.25, "float prod deviation %g", g.prod_dev);
   perf_gen_setup(&g, REF_FP8_E4M3, REF_PROD, 64, PERF_PAT_RANDOM, 1);
-  CHECK(g.prod_dev > 0 && pow(1 + g.prod_dev, 64) <= 8.0 + 1e-9, "e4m3 prod over 64 ranks %g",
+  CHECK_MSG(g.prod_dev > 0 && pow(1 + g.prod_dev, 64) <= 8.0 + 1e-9, "e4m3 prod over 64 ranks %g",
         g.prod_dev);
   /* Integer avg inputs cannot overflow the sum. */
   perf_gen_setup(&g, REF_INT8, REF_AVG, 3, PERF_PAT_EXACT, 1);
   for (int i = 0; i < 1000; i++) {
     int64_t v = perf_gen_value(&g, REF_INT8, i % 3, (uint64_t)i).i;
-    CHECK(v >= -42 && v <= 42, "int8 avg input %lld", (long long)v);
+    CHECK_MSG(v >= -42 && v <= 42, "int8 avg input %lld", (long long)v);
   }
   perf_gen_setup(&g, REF_UINT64, REF_PROD, 3, PERF_PAT_EXACT, 1);
-  CHECK(perf_gen_value(&g, REF_UINT64, 1, 7).u & 1u, "integer prod inputs are odd");
+  CHECK_MSG(perf_gen_value(&g, REF_UINT64, 1, 7).u & 1u, "integer prod inputs are odd");
   /* Random data differ between ranks, indices and seeds. */
   perf_gen_setup(&g, REF_FLOAT32, PERF_OP_NONE, 2, PERF_PAT_RANDOM, 1);
-  CHECK(perf_gen_value(&g, REF_FLOAT32, 0, 5).f != perf_gen_value(&g, REF_FLOAT32, 1, 5).f &&
+  CHECK_MSG(perf_gen_value(&g, REF_FLOAT32, 0, 5).f != perf_gen_value(&g, REF_FLOAT32, 1, 5).f &&
             perf_gen_value(&g, REF_FLOAT32, 0, 5).f != perf_gen_value(&g, REF_FLOAT32, 0, 6).f,
         "random data vary");
   struct perf_gen h;
   perf_gen_setup(&h, REF_FLOAT32, PERF_OP_NONE, 2, PERF_PAT_RANDOM, 2);
-  CHECK(perf_gen_value(&g, REF_FLOAT32, 0, 5).f != perf_gen_value(&h, REF_FLOAT32, 0, 5).f,
+  CHECK_MSG(perf_gen_value(&g, REF_FLOAT32, 0, 5).f != perf_gen_value(&h, REF_FLOAT32, 0, 5).f,
         "seeds");
   /* Indices beyond 2^32 (8 GB of int8) do not repeat the low ones. */
-  CHECK(perf_hash(1, 0, 5, 0) != perf_hash(1, 0, 5 + (1ull << 32), 0), "64-bit indices");
+  CHECK_MSG(perf_hash(1, 0, 5, 0) != perf_hash(1, 0, 5 + (1ull << 32), 0), "64-bit indices");
 }
 
 int main(void) {
@@ -286,10 +274,5 @@ int main(void) {
   test_counts();
   test_patterns();
   test_simulation();
-  if (failures) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("perf collectives: all checks passed\n");
-  return 0;
+  return check_finish("perf-coll");
 }

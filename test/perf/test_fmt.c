@@ -7,19 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "perf.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      failures++;                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-    }                                                                          \
-  } while (0)
 
 /* Capture what fn writes. */
 struct capture {
@@ -54,7 +44,7 @@ static void test_numbers(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char buf[32];
     perf_fmt_num(buf, sizeof buf, cases[i].v, cases[i].width);
-    CHECK(!strcmp(buf, cases[i].want), "%g in %d: '%s', want '%s'", cases[i].v, cases[i].width, buf,
+    CHECK_MSG(!strcmp(buf, cases[i].want), "%g in %d: '%s', want '%s'", cases[i].v, cases[i].width, buf,
           cases[i].want);
   }
 }
@@ -73,7 +63,7 @@ static void test_table(void) {
       "ime   algbw   busbw  #wrong \n"
       "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (u"
       "s)  (GB/s)  (GB/s)         \n";
-  CHECK(!strcmp(s, want), "header:\n%s\nwant:\n%s", s, want);
+  CHECK_MSG(!strcmp(s, want), "header:\n%s\nwant:\n%s", s, want);
   free(s);
 
   struct perf_row r = {8, 2, "float", "sum", -1, {{9.1, 0.0, 0.0, 1, 0}, {8.95, 0.0, 0.0, 0, 0}}};
@@ -82,7 +72,7 @@ static void test_table(void) {
   s = cap_close(&c);
   want = "           8             2     float     sum      -1     9.10    0.00    0.00       0  "
          "   8.95    0.00    0.00    N/A\n";
-  CHECK(!strcmp(s, want), "row:\n'%s'\nwant:\n'%s'", s, want);
+  CHECK_MSG(!strcmp(s, want), "row:\n'%s'\nwant:\n'%s'", s, want);
   free(s);
 
   struct perf_row r2 = {8589934592ull,
@@ -97,7 +87,7 @@ static void test_table(void) {
   want =
       "  8589934592    2147483648  bfloat16  mulsum       3  35305.2  243.31  364.97  1.23457e+06"
       "   135306  243.30  364.95       0\n";
-  CHECK(!strcmp(s, want), "row:\n'%s'\nwant:\n'%s'", s, want);
+  CHECK_MSG(!strcmp(s, want), "row:\n'%s'\nwant:\n'%s'", s, want);
   free(s);
 
   cap_open(&c);
@@ -107,12 +97,12 @@ static void test_table(void) {
          "# Avg bus bandwidth    : 123.456 \n"
          "#\n"
          "# Collective test concluded: all_reduce_perf\n\n";
-  CHECK(!strcmp(s, want), "footer:\n'%s'", s);
+  CHECK_MSG(!strcmp(s, want), "footer:\n'%s'", s);
   free(s);
   cap_open(&c);
   perf_fmt_footer(c.f, 3, 0.5, "x");
   s = cap_close(&c);
-  CHECK(strstr(s, "# Out of bounds values : 3 FAILED\n") != NULL, "failed footer: '%s'", s);
+  CHECK_MSG(strstr(s, "# Out of bounds values : 3 FAILED\n") != NULL, "failed footer: '%s'", s);
   free(s);
 }
 
@@ -131,27 +121,27 @@ static void test_config(void) {
                   (char*)"-z",
                   (char*)"1",
                   NULL};
-  CHECK(perf_opts_parse(&o, 11, argv, 0, err, sizeof err) == 0, "%s", err);
+  CHECK_MSG(perf_opts_parse(&o, 11, argv, 0, err, sizeof err) == 0, "%s", err);
   struct capture c;
   cap_open(&c);
   perf_fmt_config(c.f, &o, "all_reduce_perf", 22809, 22809, "/opt/lib/libnccl.so.2");
   char* s = cap_close(&c);
-  CHECK(strstr(s, "# Collective test starting: all_reduce_perf\n") != NULL, "%s", s);
-  CHECK(strstr(s, "# nThread 1 nGpus 4 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: "
+  CHECK_MSG(strstr(s, "# Collective test starting: all_reduce_perf\n") != NULL, "%s", s);
+  CHECK_MSG(strstr(s, "# nThread 1 nGpus 4 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: "
                   "1 iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0\n") != NULL,
         "%s", s);
-  CHECK(strstr(s, "nccl-headers=22809 nccl-library=22809\n") != NULL, "%s", s);
-  CHECK(strstr(s, "# Blocking Enabled: wait for completion and barrier after each collective \n") !=
+  CHECK_MSG(strstr(s, "nccl-headers=22809 nccl-library=22809\n") != NULL, "%s", s);
+  CHECK_MSG(strstr(s, "# Blocking Enabled: wait for completion and barrier after each collective \n") !=
             NULL,
         "%s", s);
-  CHECK(strstr(s, "# Library: /opt/lib/libnccl.so.2\n") != NULL, "%s", s);
+  CHECK_MSG(strstr(s, "# Library: /opt/lib/libnccl.so.2\n") != NULL, "%s", s);
   free(s);
 
   struct perf_devinfo d = {0, 12345, 0, 0, 0x18, 0, "node1", "NVIDIA H100 80GB HBM3"};
   cap_open(&c);
   perf_fmt_devices(c.f, &d, 1);
   s = cap_close(&c);
-  CHECK(!strcmp(s,
+  CHECK_MSG(!strcmp(s,
                 "# Using devices\n"
                 "#  Rank  0 Group  0 Pid  12345 on      node1 device  0 [0000:18:00] NVIDIA H100 "
                 "80GB HBM3\n"),
@@ -162,7 +152,7 @@ static void test_config(void) {
 static void test_json(void) {
   char path[] = "/tmp/perf_test_fmt_XXXXXX";
   int fd = mkstemp(path);
-  CHECK(fd >= 0, "mkstemp");
+  CHECK_MSG(fd >= 0, "mkstemp");
   if (fd < 0) return;
   close(fd);
   char err[256];
@@ -177,9 +167,9 @@ static void test_json(void) {
                   (char*)"-J",
                   path,
                   NULL};
-  CHECK(perf_opts_parse(&o, 9, argv, 0, err, sizeof err) == 0, "%s", err);
+  CHECK_MSG(perf_opts_parse(&o, 9, argv, 0, err, sizeof err) == 0, "%s", err);
   struct perf_json* j = perf_json_open(path, err, sizeof err);
-  CHECK(j != NULL, "%s", err);
+  CHECK_MSG(j != NULL, "%s", err);
   if (!j) return;
   struct perf_devinfo d = {0, 42, 0, 0, 0x18, 0, "host\"q", "GPU"};
   perf_json_begin(j, 9, argv, &o, "all_reduce_perf", 1, 1, 22809, "/lib/libnccl.so.2", &d, 1);
@@ -188,7 +178,7 @@ static void test_json(void) {
   r.bytes = 16;
   r.half[0].nwrong = 3;
   perf_json_row(j, &r, 20);
-  CHECK(perf_json_close(j, 1, 0.25, NULL) == 0, "close");
+  CHECK_MSG(perf_json_close(j, 1, 0.25, NULL) == 0, "close");
 
   FILE* f = fopen(path, "r");
   char buf[16384];
@@ -214,7 +204,7 @@ static void test_json(void) {
       "\"nccl_version\":22809",
   };
   for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
-    CHECK(strstr(buf, needles[i]) != NULL, "JSON lacks %s in:\n%s", needles[i], buf);
+    CHECK_MSG(strstr(buf, needles[i]) != NULL, "JSON lacks %s in:\n%s", needles[i], buf);
   int depth = 0, ok = 1, in_str = 0;
   for (char* p = buf; *p; p++) {
     if (in_str) {
@@ -228,8 +218,8 @@ static void test_json(void) {
     if (*p == '{' || *p == '[') depth++;
     if (*p == '}' || *p == ']') ok &= --depth >= 0;
   }
-  CHECK(ok && depth == 0 && !in_str, "JSON brackets balance");
-  CHECK(perf_json_open("/nonexistent-dir/x.json", err, sizeof err) == NULL &&
+  CHECK_MSG(ok && depth == 0 && !in_str, "JSON brackets balance");
+  CHECK_MSG(perf_json_open("/nonexistent-dir/x.json", err, sizeof err) == NULL &&
             strstr(err, "/nonexistent-dir/x.json") != NULL,
         "unwritable path: '%s'", err);
 }
@@ -239,10 +229,5 @@ int main(void) {
   test_table();
   test_config();
   test_json();
-  if (failures) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("perf output: all checks passed\n");
-  return 0;
+  return check_finish("perf-fmt");
 }

@@ -6,19 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "perf.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      failures++;                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-    }                                                                          \
-  } while (0)
 
 /* Parse a NULL-terminated list of arguments (after the program name). */
 static int parse(struct perf_opts* o, int mpi, char* err, size_t errlen, ...) {
@@ -36,15 +26,15 @@ static int parse(struct perf_opts* o, int mpi, char* err, size_t errlen, ...) {
 static void test_defaults(void) {
   struct perf_opts o;
   char err[256];
-  CHECK(parse(&o, 0, err, sizeof err, NULL) == 0, "%s", err);
-  CHECK(o.nthreads == 1 && o.ngpus == 1 && o.nprocs == 1, "process layout defaults");
-  CHECK(o.min_bytes == 32u << 20 && o.max_bytes == 32u << 20 && o.step_bytes == 1u << 20 &&
+  CHECK_MSG(parse(&o, 0, err, sizeof err, NULL) == 0, "%s", err);
+  CHECK_MSG(o.nthreads == 1 && o.ngpus == 1 && o.nprocs == 1, "process layout defaults");
+  CHECK_MSG(o.min_bytes == 32u << 20 && o.max_bytes == 32u << 20 && o.step_bytes == 1u << 20 &&
             o.step_factor == 1,
         "size defaults");
-  CHECK(o.iters == 20 && o.warmup == 1 && o.agg == 1 && o.check == 1, "iteration defaults");
-  CHECK(o.ntypes == 1 && o.types[0] == REF_FLOAT32 && o.nops == 1 && o.ops[0] == REF_SUM,
+  CHECK_MSG(o.iters == 20 && o.warmup == 1 && o.agg == 1 && o.check == 1, "iteration defaults");
+  CHECK_MSG(o.ntypes == 1 && o.types[0] == REF_FLOAT32 && o.nops == 1 && o.ops[0] == REF_SUM,
         "float sum by default");
-  CHECK(o.root == 0 && o.blocking == 0 && o.graph == 0 && o.average == 1 && o.timeout == 0 &&
+  CHECK_MSG(o.root == 0 && o.blocking == 0 && o.graph == 0 && o.average == 1 && o.timeout == 0 &&
             o.json == NULL && o.help == 0,
         "other defaults");
 }
@@ -56,36 +46,36 @@ static void test_all_options(void) {
       parse(&o, 0, err, sizeof err, "-t", "2", "-g", "4", "-p", "3", "-b", "8", "-e", "8G", "-f",
             "2", "-i", "4K", "-n", "5", "-w", "0", "-m", "3", "-c", "2", "-d", "bf16", "-o",
             "premulsum", "-r", "1", "-z", "2", "-a", "3", "-T", "60", "-J", "out.json", NULL);
-  CHECK(rc == 0, "%s", err);
-  CHECK(o.nthreads == 2 && o.ngpus == 4 && o.nprocs == 3, "-t -g -p");
-  CHECK(o.min_bytes == 8 && o.max_bytes == 8ull << 30 && o.step_factor == 2 && o.step_bytes == 4096,
+  CHECK_MSG(rc == 0, "%s", err);
+  CHECK_MSG(o.nthreads == 2 && o.ngpus == 4 && o.nprocs == 3, "-t -g -p");
+  CHECK_MSG(o.min_bytes == 8 && o.max_bytes == 8ull << 30 && o.step_factor == 2 && o.step_bytes == 4096,
         "-b -e -f -i");
-  CHECK(o.iters == 5 && o.warmup == 0 && o.agg == 3 && o.check == 2, "-n -w -m -c");
-  CHECK(o.ntypes == 1 && o.types[0] == REF_BFLOAT16, "-d bf16");
-  CHECK(o.nops == 1 && o.ops[0] == REF_PREMULSUM, "-o premulsum");
-  CHECK(o.root == 1 && o.blocking == 2 && o.average == 3 && o.timeout == 60, "-r -z -a -T");
-  CHECK(o.json && !strcmp(o.json, "out.json"), "-J");
+  CHECK_MSG(o.iters == 5 && o.warmup == 0 && o.agg == 3 && o.check == 2, "-n -w -m -c");
+  CHECK_MSG(o.ntypes == 1 && o.types[0] == REF_BFLOAT16, "-d bf16");
+  CHECK_MSG(o.nops == 1 && o.ops[0] == REF_PREMULSUM, "-o premulsum");
+  CHECK_MSG(o.root == 1 && o.blocking == 2 && o.average == 3 && o.timeout == 60, "-r -z -a -T");
+  CHECK_MSG(o.json && !strcmp(o.json, "out.json"), "-J");
 
   rc = parse(&o, 0, err, sizeof err, "--nthreads", "3", "--ngpus=2", "--minbytes", "1M",
              "--maxbytes", "1.5M", "--stepfactor", "4", "--iters", "7", "--warmup_iters", "2",
              "--agg_iters", "2", "--check", "0", "--datatype", "all", "--op", "all", "--root",
              "all", "--cudagraph", "10", "--output_json", "x.json", NULL);
-  CHECK(rc == 0, "%s", err);
-  CHECK(o.nthreads == 3 && o.ngpus == 2 && o.min_bytes == 1u << 20 && o.max_bytes == 1572864,
+  CHECK_MSG(rc == 0, "%s", err);
+  CHECK_MSG(o.nthreads == 3 && o.ngpus == 2 && o.min_bytes == 1u << 20 && o.max_bytes == 1572864,
         "long options");
-  CHECK(o.iters == 7 && o.warmup == 2 && o.agg == 2 && o.check == 0 && o.graph == 10,
+  CHECK_MSG(o.iters == 7 && o.warmup == 2 && o.agg == 2 && o.check == 0 && o.graph == 10,
         "long options (counts)");
-  CHECK(o.ntypes == REF_NTYPES && o.nops == REF_NOPS && o.root == -1, "all types, ops, roots");
-  for (int t = 0; t < REF_NTYPES; t++) CHECK(o.types[t] == t, "type %d in order", t);
-  for (int p = 0; p < REF_NOPS; p++) CHECK(o.ops[p] == p, "op %d in order", p);
+  CHECK_MSG(o.ntypes == REF_NTYPES && o.nops == REF_NOPS && o.root == -1, "all types, ops, roots");
+  for (int t = 0; t < REF_NTYPES; t++) CHECK_MSG(o.types[t] == t, "type %d in order", t);
+  for (int p = 0; p < REF_NOPS; p++) CHECK_MSG(o.ops[p] == p, "op %d in order", p);
 
-  CHECK(o.cuda_malloc == 0, "ncclMemAlloc by default");
-  CHECK(parse(&o, 0, err, sizeof err, "--cudamalloc", NULL) == 0 && o.cuda_malloc == 1,
+  CHECK_MSG(o.cuda_malloc == 0, "ncclMemAlloc by default");
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "--cudamalloc", NULL) == 0 && o.cuda_malloc == 1,
         "--cudamalloc");
-  CHECK(parse(&o, 0, err, sizeof err, "-h", NULL) == 0 && o.help, "-h");
-  CHECK(parse(&o, 0, err, sizeof err, "--help", NULL) == 0 && o.help, "--help");
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "-h", NULL) == 0 && o.help, "-h");
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "--help", NULL) == 0 && o.help, "--help");
   /* Parsing again starts from the defaults (getopt is reset). */
-  CHECK(parse(&o, 0, err, sizeof err, "-n", "9", NULL) == 0 && o.iters == 9 && o.help == 0 &&
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "-n", "9", NULL) == 0 && o.iters == 9 && o.help == 0 &&
             o.ntypes == 1,
         "reparse");
 }
@@ -101,18 +91,18 @@ static void test_names(void) {
                {"bfloat16", REF_BFLOAT16}, {"f8e4m3", REF_FP8_E4M3},  {"fp8_e4m3", REF_FP8_E4M3},
                {"f8e5m2", REF_FP8_E5M2},   {"fp8_e5m2", REF_FP8_E5M2}};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-    CHECK(perf_type_from_name(types[i].name) == types[i].type, "type %s", types[i].name);
-  CHECK(perf_type_from_name("float128") == -1 && perf_type_from_name("") == -1, "unknown types");
+    CHECK_MSG(perf_type_from_name(types[i].name) == types[i].type, "type %s", types[i].name);
+  CHECK_MSG(perf_type_from_name("float128") == -1 && perf_type_from_name("") == -1, "unknown types");
   /* Every type's output name parses back to it. */
   for (int t = 0; t < REF_NTYPES; t++)
-    CHECK(perf_type_from_name(ref_type_name(t)) == t, "type %d round trip", t);
-  CHECK(perf_op_from_name("sum") == REF_SUM && perf_op_from_name("prod") == REF_PROD &&
+    CHECK_MSG(perf_type_from_name(ref_type_name(t)) == t, "type %d round trip", t);
+  CHECK_MSG(perf_op_from_name("sum") == REF_SUM && perf_op_from_name("prod") == REF_PROD &&
             perf_op_from_name("max") == REF_MAX && perf_op_from_name("min") == REF_MIN &&
             perf_op_from_name("avg") == REF_AVG &&
             perf_op_from_name("premulsum") == REF_PREMULSUM &&
             perf_op_from_name("mulsum") == REF_PREMULSUM && perf_op_from_name("xor") == -1,
         "operator names");
-  CHECK(!strcmp(perf_op_label(REF_PREMULSUM), "mulsum") &&
+  CHECK_MSG(!strcmp(perf_op_label(REF_PREMULSUM), "mulsum") &&
             !strcmp(perf_op_label(PERF_OP_NONE), "none") && !strcmp(perf_op_label(REF_AVG), "avg"),
         "operator labels");
 }
@@ -126,33 +116,33 @@ static void test_sizes(void) {
             {"1e3", 1000},   {"0.5K", 512}};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     size_t v = 1234;
-    CHECK(perf_parse_size(ok[i].s, &v) == 0 && v == ok[i].v, "size '%s' -> %zu", ok[i].s, v);
+    CHECK_MSG(perf_parse_size(ok[i].s, &v) == 0 && v == ok[i].v, "size '%s' -> %zu", ok[i].s, v);
   }
   static const char* const bad[] = {"",    "-8",  "+8",  "8X",   "8KB", "K",
                                     "abc", "nan", "inf", "1e30", " 8",  "8 "};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     size_t v;
-    CHECK(perf_parse_size(bad[i], &v) != 0, "size '%s' must be rejected", bad[i]);
+    CHECK_MSG(perf_parse_size(bad[i], &v) != 0, "size '%s' must be rejected", bad[i]);
   }
 
   struct perf_opts o;
   char err[256];
   size_t s[64];
   /* nccl-tests' classic sweep: 8 B to 128 MB by 2 is 25 sizes. */
-  CHECK(parse(&o, 0, err, sizeof err, "-b", "8", "-e", "128M", "-f", "2", NULL) == 0, "%s", err);
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "-b", "8", "-e", "128M", "-f", "2", NULL) == 0, "%s", err);
   size_t n = perf_sizes(&o, s, 64);
-  CHECK(n == 25 && s[0] == 8 && s[1] == 16 && s[24] == 128u << 20, "factor sweep: %zu sizes", n);
-  CHECK(parse(&o, 0, err, sizeof err, "-b", "1K", "-e", "4K", "-i", "1K", NULL) == 0, "%s", err);
+  CHECK_MSG(n == 25 && s[0] == 8 && s[1] == 16 && s[24] == 128u << 20, "factor sweep: %zu sizes", n);
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "-b", "1K", "-e", "4K", "-i", "1K", NULL) == 0, "%s", err);
   n = perf_sizes(&o, s, 64);
-  CHECK(n == 4 && s[0] == 1024 && s[3] == 4096, "step sweep: %zu sizes", n);
-  CHECK(parse(&o, 0, err, sizeof err, "-b", "100", "-e", "1000", "-f", "3", NULL) == 0, "%s", err);
+  CHECK_MSG(n == 4 && s[0] == 1024 && s[3] == 4096, "step sweep: %zu sizes", n);
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "-b", "100", "-e", "1000", "-f", "3", NULL) == 0, "%s", err);
   n = perf_sizes(&o, s, 64);
-  CHECK(n == 3 && s[2] == 900, "factor 3 stops below -e: %zu sizes", n);
-  CHECK(parse(&o, 0, err, sizeof err, "-b", "8G", "-e", "8G", NULL) == 0, "%s", err);
-  CHECK(perf_sizes(&o, s, 64) == 1 && s[0] == 8ull << 30, "single size");
+  CHECK_MSG(n == 3 && s[2] == 900, "factor 3 stops below -e: %zu sizes", n);
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "-b", "8G", "-e", "8G", NULL) == 0, "%s", err);
+  CHECK_MSG(perf_sizes(&o, s, 64) == 1 && s[0] == 8ull << 30, "single size");
   /* Counting continues beyond the capacity so that the caller can refuse huge sweeps. */
-  CHECK(parse(&o, 0, err, sizeof err, "-b", "1", "-e", "100", "-i", "1", NULL) == 0, "%s", err);
-  CHECK(perf_sizes(&o, s, 10) == 100, "count beyond capacity");
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "-b", "1", "-e", "100", "-i", "1", NULL) == 0, "%s", err);
+  CHECK_MSG(perf_sizes(&o, s, 10) == 100, "count beyond capacity");
 }
 
 /* Every bad input fails with PERF_EXIT_USAGE and a message naming the option. */
@@ -169,8 +159,8 @@ static void expect_error(const char* what, const char* needle, ...) {
   argv[argc] = NULL;
   int mpi = !strcmp(what, "mpi -p");
   int rc = perf_opts_parse(&o, argc, argv, mpi, err, sizeof err);
-  CHECK(rc == PERF_EXIT_USAGE, "%s: rc %d", what, rc);
-  CHECK(strstr(err, needle) != NULL, "%s: message '%s' lacks '%s'", what, err, needle);
+  CHECK_MSG(rc == PERF_EXIT_USAGE, "%s: rc %d", what, rc);
+  CHECK_MSG(strstr(err, needle) != NULL, "%s: message '%s' lacks '%s'", what, err, needle);
 }
 
 static void test_errors(void) {
@@ -220,10 +210,5 @@ int main(void) {
   test_names();
   test_sizes();
   test_errors();
-  if (failures) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("perf options: all checks passed\n");
-  return 0;
+  return check_finish("perf-opts");
 }

@@ -8,19 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "ref.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      failures++;                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-    }                                                                          \
-  } while (0)
 
 static uint32_t rng_state = 12345u;
 static uint32_t rnd(void) {
@@ -51,10 +41,10 @@ static void test_fixed_conversions(void) {
       {2051.0f, 0x6802},    /* tie between 2050 (odd) and 2052: up */
   };
   for (size_t i = 0; i < sizeof f16 / sizeof f16[0]; i++)
-    CHECK(ref_f32_to_f16(f16[i].x) == f16[i].code, "fp16(%a) = 0x%04x, want 0x%04x", f16[i].x,
+    CHECK_MSG(ref_f32_to_f16(f16[i].x) == f16[i].code, "fp16(%a) = 0x%04x, want 0x%04x", f16[i].x,
           ref_f32_to_f16(f16[i].x), f16[i].code);
-  CHECK(ref_f32_to_f16(NAN) == 0x7fff, "fp16(NaN)");
-  CHECK(ref_f32_to_f16(-NAN) == 0x7fff, "fp16(-NaN) drops the sign");
+  CHECK_MSG(ref_f32_to_f16(NAN) == 0x7fff, "fp16(NaN)");
+  CHECK_MSG(ref_f32_to_f16(-NAN) == 0x7fff, "fp16(-NaN) drops the sign");
 
   static const struct conv_case bf16[] = {
       {1.0f, 0x3f80},        {-1.0f, 0xbf80},       {0x1.01p0f, 0x3f80}, /* tie: even */
@@ -63,9 +53,9 @@ static void test_fixed_conversions(void) {
       {INFINITY, 0x7f80},    {0x1p-133f, 0x0001},   {0x1p-134f, 0x0000}, {-0.0f, 0x8000},
   };
   for (size_t i = 0; i < sizeof bf16 / sizeof bf16[0]; i++)
-    CHECK(ref_f32_to_bf16(bf16[i].x) == bf16[i].code, "bf16(%a) = 0x%04x, want 0x%04x", bf16[i].x,
+    CHECK_MSG(ref_f32_to_bf16(bf16[i].x) == bf16[i].code, "bf16(%a) = 0x%04x, want 0x%04x", bf16[i].x,
           ref_f32_to_bf16(bf16[i].x), bf16[i].code);
-  CHECK(ref_f32_to_bf16(NAN) == 0x7fff, "bf16(NaN)");
+  CHECK_MSG(ref_f32_to_bf16(NAN) == 0x7fff, "bf16(NaN)");
 
   static const struct conv_case e4m3[] = {
       {0.0f, 0x00},
@@ -88,9 +78,9 @@ static void test_fixed_conversions(void) {
       {240.0f, 0x77},
   };
   for (size_t i = 0; i < sizeof e4m3 / sizeof e4m3[0]; i++)
-    CHECK(ref_f32_to_e4m3(e4m3[i].x) == e4m3[i].code, "e4m3(%a) = 0x%02x, want 0x%02x", e4m3[i].x,
+    CHECK_MSG(ref_f32_to_e4m3(e4m3[i].x) == e4m3[i].code, "e4m3(%a) = 0x%02x, want 0x%02x", e4m3[i].x,
           ref_f32_to_e4m3(e4m3[i].x), e4m3[i].code);
-  CHECK(ref_f32_to_e4m3(NAN) == 0x7f && ref_f32_to_e4m3(-NAN) == 0x7f, "e4m3(NaN)");
+  CHECK_MSG(ref_f32_to_e4m3(NAN) == 0x7f && ref_f32_to_e4m3(-NAN) == 0x7f, "e4m3(NaN)");
 
   static const struct conv_case e5m2[] = {
       {1.0f, 0x3c},     {57344.0f, 0x7b},   {61439.0f, 0x7b}, {61440.0f, 0x7b}, /* saturates */
@@ -101,21 +91,21 @@ static void test_fixed_conversions(void) {
       {7.5f, 0x48}, /* tie between 7 (odd) and 8: up */
   };
   for (size_t i = 0; i < sizeof e5m2 / sizeof e5m2[0]; i++)
-    CHECK(ref_f32_to_e5m2(e5m2[i].x) == e5m2[i].code, "e5m2(%a) = 0x%02x, want 0x%02x", e5m2[i].x,
+    CHECK_MSG(ref_f32_to_e5m2(e5m2[i].x) == e5m2[i].code, "e5m2(%a) = 0x%02x, want 0x%02x", e5m2[i].x,
           ref_f32_to_e5m2(e5m2[i].x), e5m2[i].code);
-  CHECK(ref_f32_to_e5m2(NAN) == 0x7f, "e5m2(NaN)");
+  CHECK_MSG(ref_f32_to_e5m2(NAN) == 0x7f, "e5m2(NaN)");
 
   /* Decoding specials. */
-  CHECK(isinf(ref_f16_to_f32(0x7c00)) && ref_f16_to_f32(0xfc00) < 0, "fp16 Inf");
-  CHECK(isnan(ref_f16_to_f32(0x7e00)) && isnan(ref_f16_to_f32(0xfd01)), "fp16 NaN");
-  CHECK(isnan(ref_e4m3_to_f32(0x7f)) && isnan(ref_e4m3_to_f32(0xff)), "e4m3 NaN");
-  CHECK(ref_e4m3_to_f32(0x7e) == 448.0f && ref_e4m3_to_f32(0x01) == 0x1p-9f, "e4m3 values");
-  CHECK(isinf(ref_e5m2_to_f32(0x7c)) && isnan(ref_e5m2_to_f32(0x7d)) &&
+  CHECK_MSG(isinf(ref_f16_to_f32(0x7c00)) && ref_f16_to_f32(0xfc00) < 0, "fp16 Inf");
+  CHECK_MSG(isnan(ref_f16_to_f32(0x7e00)) && isnan(ref_f16_to_f32(0xfd01)), "fp16 NaN");
+  CHECK_MSG(isnan(ref_e4m3_to_f32(0x7f)) && isnan(ref_e4m3_to_f32(0xff)), "e4m3 NaN");
+  CHECK_MSG(ref_e4m3_to_f32(0x7e) == 448.0f && ref_e4m3_to_f32(0x01) == 0x1p-9f, "e4m3 values");
+  CHECK_MSG(isinf(ref_e5m2_to_f32(0x7c)) && isnan(ref_e5m2_to_f32(0x7d)) &&
             isnan(ref_e5m2_to_f32(0xfe)),
         "e5m2 specials");
-  CHECK(ref_e5m2_to_f32(0x7b) == 57344.0f && ref_e5m2_to_f32(0x01) == 0x1p-16f, "e5m2 values");
-  CHECK(ref_bf16_to_f32(0x0001) == 0x1p-133f, "bf16 subnormal");
-  CHECK(isnan(ref_bf16_to_f32(0x7fc1)), "bf16 NaN");
+  CHECK_MSG(ref_e5m2_to_f32(0x7b) == 57344.0f && ref_e5m2_to_f32(0x01) == 0x1p-16f, "e5m2 values");
+  CHECK_MSG(ref_bf16_to_f32(0x0001) == 0x1p-133f, "bf16 subnormal");
+  CHECK_MSG(isnan(ref_bf16_to_f32(0x7fc1)), "bf16 NaN");
 }
 
 /* Decoders for every code of a format, by type. */
@@ -149,11 +139,11 @@ static void test_round_trips(void) {
       unsigned back = encode(t, x);
       if (isnan(x)) {
         unsigned nan = ref_type_size(t) == 2 ? 0x7fffu : 0x7fu;
-        CHECK(back == nan, "type %d code 0x%x: NaN encodes to 0x%x", t, c, back);
+        CHECK_MSG(back == nan, "type %d code 0x%x: NaN encodes to 0x%x", t, c, back);
       } else if (isinf(x) && ref_type_size(t) == 1) {
-        CHECK(back == (c & 0x80u) + 0x7bu, "e5m2 Inf code 0x%x saturates, got 0x%x", c, back);
+        CHECK_MSG(back == (c & 0x80u) + 0x7bu, "e5m2 Inf code 0x%x saturates, got 0x%x", c, back);
       } else {
-        CHECK(back == c, "type %d code 0x%x -> %a -> 0x%x", t, c, x, back);
+        CHECK_MSG(back == c, "type %d code 0x%x -> %a -> 0x%x", t, c, x, back);
       }
     }
   }
@@ -220,7 +210,7 @@ static void test_rounding_brute_force(void) {
         if (r & 1u) x = -x;
       }
       unsigned got = encode(t, x), want = brute_nearest(t, x);
-      CHECK(got == want, "type %d: encode(%a) = 0x%x, nearest is 0x%x", t, x, got, want);
+      CHECK_MSG(got == want, "type %d: encode(%a) = 0x%x, nearest is 0x%x", t, x, got, want);
     }
   }
 }
@@ -231,103 +221,103 @@ static ref_val I(int t, long long v) { return ref_from_i64(t, v); }
 static ref_val F(int t, double v) { return ref_from_f64(t, v); }
 
 static void test_integer_ops(void) {
-  CHECK(ref_apply(REF_INT8, REF_SUM, I(REF_INT8, 127), I(REF_INT8, 1)).i == -128, "int8 wraps");
-  CHECK(ref_apply(REF_UINT8, REF_SUM, I(REF_UINT8, 255), I(REF_UINT8, 1)).u == 0, "uint8 wraps");
-  CHECK(ref_apply(REF_INT32, REF_PROD, I(REF_INT32, 65536), I(REF_INT32, 65536)).i == 0,
+  CHECK_MSG(ref_apply(REF_INT8, REF_SUM, I(REF_INT8, 127), I(REF_INT8, 1)).i == -128, "int8 wraps");
+  CHECK_MSG(ref_apply(REF_UINT8, REF_SUM, I(REF_UINT8, 255), I(REF_UINT8, 1)).u == 0, "uint8 wraps");
+  CHECK_MSG(ref_apply(REF_INT32, REF_PROD, I(REF_INT32, 65536), I(REF_INT32, 65536)).i == 0,
         "int32 product wraps");
-  CHECK(ref_apply(REF_INT32, REF_PROD, I(REF_INT32, 46341), I(REF_INT32, 46341)).i == -2147479015,
+  CHECK_MSG(ref_apply(REF_INT32, REF_PROD, I(REF_INT32, 46341), I(REF_INT32, 46341)).i == -2147479015,
         "int32 product wraps into negatives");
-  CHECK(ref_apply(REF_UINT32, REF_SUM, I(REF_UINT32, 4294967295LL), I(REF_UINT32, 2)).u == 1,
+  CHECK_MSG(ref_apply(REF_UINT32, REF_SUM, I(REF_UINT32, 4294967295LL), I(REF_UINT32, 2)).u == 1,
         "uint32 wraps");
-  CHECK(ref_apply(REF_INT64, REF_SUM, I(REF_INT64, INT64_MAX), I(REF_INT64, 1)).i == INT64_MIN,
+  CHECK_MSG(ref_apply(REF_INT64, REF_SUM, I(REF_INT64, INT64_MAX), I(REF_INT64, 1)).i == INT64_MIN,
         "int64 wraps");
-  CHECK(ref_apply(REF_UINT64, REF_PROD, I(REF_UINT64, -1), I(REF_UINT64, -1)).u == 1,
+  CHECK_MSG(ref_apply(REF_UINT64, REF_PROD, I(REF_UINT64, -1), I(REF_UINT64, -1)).u == 1,
         "uint64 (2^64-1)^2 = 1 mod 2^64");
   /* 200 is -56 as int8: max/min compare per signedness. */
-  CHECK(ref_apply(REF_UINT8, REF_MAX, I(REF_UINT8, 200), I(REF_UINT8, 100)).u == 200, "uint8 max");
-  CHECK(ref_apply(REF_INT8, REF_MAX, I(REF_INT8, 200), I(REF_INT8, 100)).i == 100, "int8 max");
-  CHECK(ref_apply(REF_INT8, REF_MIN, I(REF_INT8, 200), I(REF_INT8, 100)).i == -56, "int8 min");
-  CHECK(ref_apply(REF_UINT64, REF_MAX, I(REF_UINT64, -1), I(REF_UINT64, 1)).u == UINT64_MAX,
+  CHECK_MSG(ref_apply(REF_UINT8, REF_MAX, I(REF_UINT8, 200), I(REF_UINT8, 100)).u == 200, "uint8 max");
+  CHECK_MSG(ref_apply(REF_INT8, REF_MAX, I(REF_INT8, 200), I(REF_INT8, 100)).i == 100, "int8 max");
+  CHECK_MSG(ref_apply(REF_INT8, REF_MIN, I(REF_INT8, 200), I(REF_INT8, 100)).i == -56, "int8 min");
+  CHECK_MSG(ref_apply(REF_UINT64, REF_MAX, I(REF_UINT64, -1), I(REF_UINT64, 1)).u == UINT64_MAX,
         "uint64 max");
-  CHECK(ref_apply(REF_INT64, REF_MIN, I(REF_INT64, -1), I(REF_INT64, 1)).i == -1, "int64 min");
+  CHECK_MSG(ref_apply(REF_INT64, REF_MIN, I(REF_INT64, -1), I(REF_INT64, 1)).i == -1, "int64 min");
 
   /* avg: wrapped sum, divided, truncated toward zero. */
   ref_val x3[3] = {I(REF_INT8, -4), I(REF_INT8, -2), I(REF_INT8, -1)};
-  CHECK(ref_reduce(REF_INT8, REF_AVG, 3, x3, NULL).i == -2, "int8 avg(-4,-2,-1) = -7/3 = -2");
+  CHECK_MSG(ref_reduce(REF_INT8, REF_AVG, 3, x3, NULL).i == -2, "int8 avg(-4,-2,-1) = -7/3 = -2");
   ref_val u2[2] = {I(REF_UINT8, 7), I(REF_UINT8, 0)};
-  CHECK(ref_reduce(REF_UINT8, REF_AVG, 2, u2, NULL).u == 3, "uint8 avg(7,0) = 3");
+  CHECK_MSG(ref_reduce(REF_UINT8, REF_AVG, 2, u2, NULL).u == 3, "uint8 avg(7,0) = 3");
   ref_val w2[2] = {I(REF_INT8, 100), I(REF_INT8, 100)};
-  CHECK(ref_reduce(REF_INT8, REF_AVG, 2, w2, NULL).i == -28, "int8 avg wraps before dividing");
+  CHECK_MSG(ref_reduce(REF_INT8, REF_AVG, 2, w2, NULL).i == -28, "int8 avg wraps before dividing");
 
   /* premulsum: x * s wraps, then the sum wraps. */
   ref_val px[2] = {I(REF_INT8, 100), I(REF_INT8, 3)};
   ref_val ps[2] = {I(REF_INT8, 2), I(REF_INT8, 1)};
-  CHECK(ref_reduce(REF_INT8, REF_PREMULSUM, 2, px, ps).i == -53,
+  CHECK_MSG(ref_reduce(REF_INT8, REF_PREMULSUM, 2, px, ps).i == -53,
         "int8 premulsum 100*2+3 = 203 = -53");
   ref_val qx[3] = {I(REF_UINT32, 5), I(REF_UINT32, 6), I(REF_UINT32, 7)};
   ref_val qs[3] = {I(REF_UINT32, 1), I(REF_UINT32, 2), I(REF_UINT32, 1)};
-  CHECK(ref_reduce(REF_UINT32, REF_PREMULSUM, 3, qx, qs).u == 24, "uint32 premulsum");
+  CHECK_MSG(ref_reduce(REF_UINT32, REF_PREMULSUM, 3, qx, qs).u == 24, "uint32 premulsum");
   ref_val mx[4] = {I(REF_INT32, 3), I(REF_INT32, -9), I(REF_INT32, 7), I(REF_INT32, 0)};
-  CHECK(ref_reduce(REF_INT32, REF_MAX, 4, mx, NULL).i == 7, "int32 max of 4");
-  CHECK(ref_reduce(REF_INT32, REF_MIN, 4, mx, NULL).i == -9, "int32 min of 4");
-  CHECK(ref_reduce(REF_INT32, REF_PROD, 4, mx, NULL).i == 0, "int32 prod of 4");
-  CHECK(ref_reduce(REF_INT32, REF_SUM, 4, mx, NULL).i == 1, "int32 sum of 4");
+  CHECK_MSG(ref_reduce(REF_INT32, REF_MAX, 4, mx, NULL).i == 7, "int32 max of 4");
+  CHECK_MSG(ref_reduce(REF_INT32, REF_MIN, 4, mx, NULL).i == -9, "int32 min of 4");
+  CHECK_MSG(ref_reduce(REF_INT32, REF_PROD, 4, mx, NULL).i == 0, "int32 prod of 4");
+  CHECK_MSG(ref_reduce(REF_INT32, REF_SUM, 4, mx, NULL).i == 1, "int32 sum of 4");
 
   /* Canonical form after store/load and wrap. */
   _Alignas(8) unsigned char buf[8];
   ref_store(REF_INT8, buf, 0, I(REF_INT8, -3));
-  CHECK(buf[0] == 0xfd && ref_load(REF_INT8, buf, 0).i == -3, "int8 store/load");
+  CHECK_MSG(buf[0] == 0xfd && ref_load(REF_INT8, buf, 0).i == -3, "int8 store/load");
   ref_store(REF_INT32, buf, 0, ref_wrap(REF_INT32, 0xffffffff80000000ull));
-  CHECK(ref_load(REF_INT32, buf, 0).i == INT32_MIN, "int32 store/load");
-  CHECK(ref_wrap(REF_UINT8, 0x1234).u == 0x34 && ref_wrap(REF_INT32, 0x180000000ull).i == INT32_MIN,
+  CHECK_MSG(ref_load(REF_INT32, buf, 0).i == INT32_MIN, "int32 store/load");
+  CHECK_MSG(ref_wrap(REF_UINT8, 0x1234).u == 0x34 && ref_wrap(REF_INT32, 0x180000000ull).i == INT32_MIN,
         "wrap");
 }
 
 static void test_float_ops(void) {
   /* The narrow types are computed in float, then rounded to the type. */
-  CHECK(ref_apply(REF_FLOAT16, REF_SUM, F(REF_FLOAT16, 2048), F(REF_FLOAT16, 1)).f == 2048.0,
+  CHECK_MSG(ref_apply(REF_FLOAT16, REF_SUM, F(REF_FLOAT16, 2048), F(REF_FLOAT16, 1)).f == 2048.0,
         "half 2048+1 = 2048 (tie to even)");
-  CHECK(ref_apply(REF_FLOAT16, REF_SUM, F(REF_FLOAT16, 2048), F(REF_FLOAT16, 3)).f == 2052.0,
+  CHECK_MSG(ref_apply(REF_FLOAT16, REF_SUM, F(REF_FLOAT16, 2048), F(REF_FLOAT16, 3)).f == 2052.0,
         "half 2048+3 = 2052 (tie, odd neighbour)");
-  CHECK(ref_apply(REF_FLOAT16, REF_PROD, F(REF_FLOAT16, 256), F(REF_FLOAT16, 256)).f == INFINITY,
+  CHECK_MSG(ref_apply(REF_FLOAT16, REF_PROD, F(REF_FLOAT16, 256), F(REF_FLOAT16, 256)).f == INFINITY,
         "half overflow to Inf");
-  CHECK(ref_apply(REF_BFLOAT16, REF_SUM, F(REF_BFLOAT16, 1), F(REF_BFLOAT16, 0x1p-8)).f == 1.0,
+  CHECK_MSG(ref_apply(REF_BFLOAT16, REF_SUM, F(REF_BFLOAT16, 1), F(REF_BFLOAT16, 0x1p-8)).f == 1.0,
         "bf16 1 + 2^-8 = 1");
-  CHECK(ref_apply(REF_FP8_E4M3, REF_SUM, F(REF_FP8_E4M3, 16), F(REF_FP8_E4M3, 1)).f == 16.0,
+  CHECK_MSG(ref_apply(REF_FP8_E4M3, REF_SUM, F(REF_FP8_E4M3, 16), F(REF_FP8_E4M3, 1)).f == 16.0,
         "e4m3 16+1 = 16");
-  CHECK(ref_apply(REF_FP8_E4M3, REF_SUM, F(REF_FP8_E4M3, 448), F(REF_FP8_E4M3, 448)).f == 448.0,
+  CHECK_MSG(ref_apply(REF_FP8_E4M3, REF_SUM, F(REF_FP8_E4M3, 448), F(REF_FP8_E4M3, 448)).f == 448.0,
         "e4m3 saturates");
-  CHECK(ref_apply(REF_FP8_E5M2, REF_PROD, F(REF_FP8_E5M2, 57344), F(REF_FP8_E5M2, -2)).f ==
+  CHECK_MSG(ref_apply(REF_FP8_E5M2, REF_PROD, F(REF_FP8_E5M2, 57344), F(REF_FP8_E5M2, -2)).f ==
             -57344.0,
         "e5m2 saturates");
-  CHECK(ref_apply(REF_FP8_E5M2, REF_SUM, F(REF_FP8_E5M2, 0x1p-16), F(REF_FP8_E5M2, 0x1p-16)).f ==
+  CHECK_MSG(ref_apply(REF_FP8_E5M2, REF_SUM, F(REF_FP8_E5M2, 0x1p-16), F(REF_FP8_E5M2, 0x1p-16)).f ==
             0x1p-15,
         "e5m2 subnormals add");
   /* float: one rounding per operation (1 + 2^-24 + 2^-24 in this order stays 1). */
   ref_val one = F(REF_FLOAT32, 1), tiny = F(REF_FLOAT32, 0x1p-24);
-  CHECK(ref_apply(REF_FLOAT32, REF_SUM, ref_apply(REF_FLOAT32, REF_SUM, one, tiny), tiny).f == 1.0,
+  CHECK_MSG(ref_apply(REF_FLOAT32, REF_SUM, ref_apply(REF_FLOAT32, REF_SUM, one, tiny), tiny).f == 1.0,
         "float rounds each step");
-  CHECK(ref_apply(REF_FLOAT64, REF_SUM, F(REF_FLOAT64, 1), F(REF_FLOAT64, 0x1p-53)).f == 1.0,
+  CHECK_MSG(ref_apply(REF_FLOAT64, REF_SUM, F(REF_FLOAT64, 1), F(REF_FLOAT64, 0x1p-53)).f == 1.0,
         "double rounds to even");
-  CHECK(ref_apply(REF_FLOAT32, REF_MAX, F(REF_FLOAT32, -1), F(REF_FLOAT32, 2)).f == 2.0 &&
+  CHECK_MSG(ref_apply(REF_FLOAT32, REF_MAX, F(REF_FLOAT32, -1), F(REF_FLOAT32, 2)).f == 2.0 &&
             ref_apply(REF_FP8_E4M3, REF_MIN, F(REF_FP8_E4M3, -1), F(REF_FP8_E4M3, 2)).f == -1.0,
         "max/min");
 
   /* Serial reductions and averages. */
   ref_val h[3] = {F(REF_FLOAT16, 1), F(REF_FLOAT16, 2), F(REF_FLOAT16, 4)};
-  CHECK(ref_reduce(REF_FLOAT16, REF_AVG, 3, h, NULL).f ==
+  CHECK_MSG(ref_reduce(REF_FLOAT16, REF_AVG, 3, h, NULL).f ==
             (double)ref_f16_to_f32(ref_f32_to_f16(7.0f / 3.0f)),
         "half avg = round(7/3)");
   ref_val s[3] = {F(REF_FLOAT16, 1), F(REF_FLOAT16, 2), F(REF_FLOAT16, 1)};
-  CHECK(ref_reduce(REF_FLOAT16, REF_PREMULSUM, 3, h, s).f == 9.0, "half premulsum 1+4+4");
-  CHECK(ref_reduce(REF_FP8_E4M3, REF_PROD, 3, h, NULL).f == 8.0, "e4m3 prod");
+  CHECK_MSG(ref_reduce(REF_FLOAT16, REF_PREMULSUM, 3, h, s).f == 9.0, "half premulsum 1+4+4");
+  CHECK_MSG(ref_reduce(REF_FP8_E4M3, REF_PROD, 3, h, NULL).f == 8.0, "e4m3 prod");
 
   /* ref_from_f64 rounds; store/load of a float type keeps the value. */
   _Alignas(8) unsigned char buf[8];
   ref_store(REF_BFLOAT16, buf, 0, F(REF_FLOAT64, 3.14159));
-  CHECK(ref_load(REF_BFLOAT16, buf, 0).f == (double)ref_bf16_to_f32(ref_f32_to_bf16(3.14159f)),
+  CHECK_MSG(ref_load(REF_BFLOAT16, buf, 0).f == (double)ref_bf16_to_f32(ref_f32_to_bf16(3.14159f)),
         "bf16 store rounds");
-  CHECK(ref_same_bits(REF_FLOAT32, F(REF_FLOAT32, 0.0), F(REF_FLOAT32, -0.0)) == 0,
+  CHECK_MSG(ref_same_bits(REF_FLOAT32, F(REF_FLOAT32, 0.0), F(REF_FLOAT32, -0.0)) == 0,
         "+0 and -0 differ in bits");
 }
 
@@ -336,24 +326,24 @@ static void test_tolerance(void) {
     for (int op = 0; op < REF_NOPS; op++) {
       double tol = ref_tolerance(t, op, 4, 10.0);
       if (!ref_type_is_float(t) || op == REF_MAX || op == REF_MIN)
-        CHECK(tol == 0.0, "type %d op %d: tolerance %g, want 0", t, op, tol);
+        CHECK_MSG(tol == 0.0, "type %d op %d: tolerance %g, want 0", t, op, tol);
       else
-        CHECK(tol > 0.0 && tol < 10.0 * 4 * 2, "type %d op %d: tolerance %g", t, op, tol);
+        CHECK_MSG(tol > 0.0 && tol < 10.0 * 4 * 2, "type %d op %d: tolerance %g", t, op, tol);
     }
   }
   /* Coarser types and more ranks get more room. */
-  CHECK(
+  CHECK_MSG(
       ref_tolerance(REF_FP8_E5M2, REF_SUM, 4, 1) > ref_tolerance(REF_FP8_E4M3, REF_SUM, 4, 1) &&
           ref_tolerance(REF_FP8_E4M3, REF_SUM, 4, 1) > ref_tolerance(REF_BFLOAT16, REF_SUM, 4, 1) &&
           ref_tolerance(REF_BFLOAT16, REF_SUM, 4, 1) > ref_tolerance(REF_FLOAT16, REF_SUM, 4, 1) &&
           ref_tolerance(REF_FLOAT16, REF_SUM, 4, 1) > ref_tolerance(REF_FLOAT32, REF_SUM, 4, 1) &&
           ref_tolerance(REF_FLOAT32, REF_SUM, 4, 1) > ref_tolerance(REF_FLOAT64, REF_SUM, 4, 1),
       "tolerance ordered by precision");
-  CHECK(ref_tolerance(REF_FLOAT32, REF_SUM, 8, 1) > ref_tolerance(REF_FLOAT32, REF_SUM, 2, 1),
+  CHECK_MSG(ref_tolerance(REF_FLOAT32, REF_SUM, 8, 1) > ref_tolerance(REF_FLOAT32, REF_SUM, 2, 1),
         "tolerance grows with n");
   /* Float sum of 4 terms: at least 4 roundings' worth, and not absurdly more. */
   double t4 = ref_tolerance(REF_FLOAT32, REF_SUM, 4, 1.0);
-  CHECK(t4 >= 4 * 0x1p-24 && t4 < 5 * 0x1p-24, "float tolerance %a", t4);
+  CHECK_MSG(t4 >= 4 * 0x1p-24 && t4 < 5 * 0x1p-24, "float tolerance %a", t4);
 
   /* Accept within tolerance, reject beyond, reject NaN. */
   struct ref_acc a;
@@ -366,21 +356,21 @@ static void test_tolerance(void) {
   double exact = ref_acc_exact(&a, REF_FLOAT32, REF_SUM);
   ref_val serial = ref_acc_result(&a, REF_FLOAT32, REF_SUM);
   ref_val g;
-  CHECK(ref_acc_accept(&a, REF_FLOAT32, REF_SUM, serial, tol), "serial result accepted");
+  CHECK_MSG(ref_acc_accept(&a, REF_FLOAT32, REF_SUM, serial, tol), "serial result accepted");
   g.f = nextafterf((float)exact, 1.0f);
-  CHECK(ref_acc_accept(&a, REF_FLOAT32, REF_SUM, g, tol), "one ulp away accepted");
+  CHECK_MSG(ref_acc_accept(&a, REF_FLOAT32, REF_SUM, g, tol), "one ulp away accepted");
   g.f = (float)exact + 1e-5f;
-  CHECK(!ref_acc_accept(&a, REF_FLOAT32, REF_SUM, g, tol), "1e-5 away rejected (tol %g)", tol);
+  CHECK_MSG(!ref_acc_accept(&a, REF_FLOAT32, REF_SUM, g, tol), "1e-5 away rejected (tol %g)", tol);
   g.f = NAN;
-  CHECK(!ref_acc_accept(&a, REF_FLOAT32, REF_SUM, g, tol), "NaN rejected");
-  CHECK(!ref_acc_accept(&a, REF_FLOAT32, REF_SUM, serial, 0.0) || serial.f == exact,
+  CHECK_MSG(!ref_acc_accept(&a, REF_FLOAT32, REF_SUM, g, tol), "NaN rejected");
+  CHECK_MSG(!ref_acc_accept(&a, REF_FLOAT32, REF_SUM, serial, 0.0) || serial.f == exact,
         "tolerance 0 demands the exact value");
 
   /* Integer results must be exact. */
   ref_acc_init(&a);
   ref_acc_add(&a, REF_INT32, REF_AVG, I(REF_INT32, 7), I(REF_INT32, 1));
   ref_acc_add(&a, REF_INT32, REF_AVG, I(REF_INT32, 2), I(REF_INT32, 1));
-  CHECK(ref_acc_accept(&a, REF_INT32, REF_AVG, I(REF_INT32, 4), 0) &&
+  CHECK_MSG(ref_acc_accept(&a, REF_INT32, REF_AVG, I(REF_INT32, 4), 0) &&
             !ref_acc_accept(&a, REF_INT32, REF_AVG, I(REF_INT32, 5), 1e9),
         "integer avg accepted only exactly");
 }
@@ -423,7 +413,7 @@ static void test_orders_within_tolerance(void) {
           }
           double tol = ref_acc_tolerance(&a, t, op);
           for (int m = 0; m < 3; m++)
-            CHECK(ref_acc_accept(&a, t, op, results[m], tol),
+            CHECK_MSG(ref_acc_accept(&a, t, op, results[m], tol),
                   "type %s op %s n %d order %d: %a vs exact %a, tolerance %a", ref_type_name(t),
                   ref_op_name(op), n, m, results[m].f, ref_acc_exact(&a, t, op), tol);
         }
@@ -433,12 +423,12 @@ static void test_orders_within_tolerance(void) {
 }
 
 static void test_names(void) {
-  CHECK(!strcmp(ref_type_name(REF_FP8_E4M3), "f8e4m3") &&
+  CHECK_MSG(!strcmp(ref_type_name(REF_FP8_E4M3), "f8e4m3") &&
             !strcmp(ref_type_name(REF_FLOAT16), "half"),
         "type names");
-  CHECK(!strcmp(ref_op_name(REF_PREMULSUM), "premulsum"), "op names");
-  for (int t = 0; t < REF_NTYPES; t++) CHECK(ref_type_size(t) > 0, "size of %d", t);
-  CHECK(ref_type_size(REF_NTYPES) == 0, "unknown type");
+  CHECK_MSG(!strcmp(ref_op_name(REF_PREMULSUM), "premulsum"), "op names");
+  for (int t = 0; t < REF_NTYPES; t++) CHECK_MSG(ref_type_size(t) > 0, "size of %d", t);
+  CHECK_MSG(ref_type_size(REF_NTYPES) == 0, "unknown type");
 }
 
 int main(void) {
@@ -450,10 +440,5 @@ int main(void) {
   test_tolerance();
   test_orders_within_tolerance();
   test_names();
-  if (failures) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("ref.h: all checks passed\n");
-  return 0;
+  return check_finish("perf-ref");
 }

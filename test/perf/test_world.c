@@ -9,19 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "perf.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      failures++;                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-    }                                                                          \
-  } while (0)
 
 #define NTHREADS 3
 #define ROUNDS 300
@@ -132,26 +122,21 @@ static int child_failed_flag(struct perf_world* w, void* arg) {
 
 int main(void) {
   alarm(120); /* a hang is a failure, not a stuck CI job */
-  CHECK(perf_launch(4, child_basic, NULL) == 0, "four processes agree");
-  CHECK(perf_launch(1, child_basic, NULL) == 0, "one process");
-  CHECK(perf_launch(4, child_one_fails, NULL) == PERF_EXIT_ERROR,
+  CHECK_MSG(perf_launch(4, child_basic, NULL) == 0, "four processes agree");
+  CHECK_MSG(perf_launch(1, child_basic, NULL) == 0, "one process");
+  CHECK_MSG(perf_launch(4, child_one_fails, NULL) == PERF_EXIT_ERROR,
         "a failing process fails the run and releases the others");
-  CHECK(perf_launch(3, child_killed, NULL) == PERF_EXIT_ERROR, "a killed process fails the run");
+  CHECK_MSG(perf_launch(3, child_killed, NULL) == PERF_EXIT_ERROR, "a killed process fails the run");
   int all = 0, one = 1;
-  CHECK(perf_launch(3, child_skip, &all) == PERF_EXIT_SKIP, "all skip: skipped");
-  CHECK(perf_launch(3, child_skip, &one) == PERF_EXIT_SKIP, "one skips: skipped, nobody hangs");
-  CHECK(perf_launch(4, child_wrong, NULL) == PERF_EXIT_WRONG, "wrong results propagate");
-  CHECK(perf_launch(3, child_failed_flag, NULL) == PERF_EXIT_ERROR,
+  CHECK_MSG(perf_launch(3, child_skip, &all) == PERF_EXIT_SKIP, "all skip: skipped");
+  CHECK_MSG(perf_launch(3, child_skip, &one) == PERF_EXIT_SKIP, "one skips: skipped, nobody hangs");
+  CHECK_MSG(perf_launch(4, child_wrong, NULL) == PERF_EXIT_WRONG, "wrong results propagate");
+  CHECK_MSG(perf_launch(3, child_failed_flag, NULL) == PERF_EXIT_ERROR,
         "fail() is visible to failed()");
 
   struct perf_world w;
   perf_world_single(&w);
-  CHECK(child_basic(&w, NULL) == 0, "single world");
-  CHECK(w.ops->failed(&w) == 0, "single world never fails");
-  if (failures) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("perf processes: all checks passed\n");
-  return 0;
+  CHECK_MSG(child_basic(&w, NULL) == 0, "single world");
+  CHECK_MSG(w.ops->failed(&w) == 0, "single world never fails");
+  return check_finish("perf-world");
 }
