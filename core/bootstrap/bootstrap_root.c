@@ -87,22 +87,29 @@ static void bs_root_free(bs_root_t* root) {
   free(root);
 }
 
-/* Answer a JOIN on its own connection: status 0 accepts, otherwise `why` says what was wrong.
- * Best effort and without blocking: the reply is small and the socket fresh, and a peer that
- * went away needs no answer. */
-static void bs_root_answer(bs_root_t* root, sock_t* s, const char* why) {
-  struct {
-    bs_hdr_t h;
-    bs_reply_t r;
-    char text[BS_REASON_MAX];
-  } msg;
-  memset(&msg, 0, sizeof(msg));
+/* A ROOT_REPLY: status 0 accepts; otherwise `why` says what was wrong (truncated to fit). */
+typedef struct {
+  bs_hdr_t h;
+  bs_reply_t r;
+  char text[BS_REASON_MAX];
+} bs_root_reply_msg_t;
+
+/* Fill *msg and return the bytes to send. */
+static size_t bs_root_reply(const bs_root_t* root, const char* why, bs_root_reply_msg_t* msg) {
+  memset(msg, 0, sizeof(*msg));
   size_t len = why != NULL ? strlen(why) + 1 : 0;
-  if (len > sizeof(msg.text)) len = sizeof(msg.text);
-  if (len > 0) sys_strlcpy(msg.text, why, len);
-  msg.h = (bs_hdr_t){BS_WIRE_MAGIC, BS_MSG_ROOT_REPLY, 0, root->tag, sizeof(bs_reply_t) + len};
-  msg.r.status = why != NULL ? 1 : 0;
-  struct iovec iov = {&msg, sizeof(bs_hdr_t) + sizeof(bs_reply_t) + len};
+  if (len > sizeof(msg->text)) len = sizeof(msg->text);
+  if (len > 0) sys_strlcpy(msg->text, why, len);
+  msg->h = (bs_hdr_t){BS_WIRE_MAGIC, BS_MSG_ROOT_REPLY, 0, root->tag, sizeof(bs_reply_t) + len};
+  msg->r.status = why != NULL ? 1 : 0;
+  return sizeof(bs_hdr_t) + sizeof(bs_reply_t) + len;
+}
+
+/* Answer a JOIN on its own connection. Best effort and without blocking: the reply is small and
+ * the socket fresh, and a peer that went away needs no answer. */
+static void bs_root_answer(bs_root_t* root, sock_t* s, const char* why) {
+  bs_root_reply_msg_t msg;
+  struct iovec iov = {&msg, bs_root_reply(root, why, &msg)};
   size_t n = 0;
   int err = 0;
   (void)sock_try_sendv(s, &iov, 1, &n, &err);
@@ -480,20 +487,10 @@ static ncclResult_t bs_root_send_peers(bs_root_t* root) {
 
 /* Tell every rank that joined why the rendezvous failed, so that it fails with that reason. */
 static void bs_root_send_failure(bs_root_t* root) {
-  struct {
-    bs_hdr_t h;
-    bs_reply_t r;
-    char text[BS_REASON_MAX];
-  } msg;
-  memset(&msg, 0, sizeof(msg));
-  size_t len = strlen(root->why) + 1;
-  memcpy(msg.text, root->why, len);
-  msg.h = (bs_hdr_t){BS_WIRE_MAGIC, BS_MSG_ROOT_REPLY, 0, root->tag, sizeof(bs_reply_t) + len};
-  msg.r.status = 1;
+  bs_root_reply_msg_t msg;
+  size_t len = bs_root_reply(root, root->why, &msg);
   for (int i = 0; i < root->count; i++)
-    if (root->joined[i])
-      bs_root_send_to_rank(root, root->first + i, &msg,
-                           sizeof(bs_hdr_t) + sizeof(bs_reply_t) + len);
+    if (root->joined[i]) bs_root_send_to_rank(root, root->first + i, &msg, len);
 }
 
 static void* bs_root_main(void* arg) {

@@ -22,6 +22,15 @@ static ncclResult_t enqueue_job_run(group_job_t* job) {
   return res;
 }
 
+/* Run a job on the calling thread, leaving the caller's CUDA device as it was. */
+static ncclResult_t enqueue_job_run_here(group_job_t* job) {
+  int saved = -1;
+  if (job->cuda_dev >= 0 && cuda_get_device(&saved) != ncclSuccess) saved = -1;
+  ncclResult_t res = enqueue_job_run(job);
+  if (saved >= 0) cuda_set_device(saved);
+  return res;
+}
+
 typedef struct {
   group_job_t* job;
   ncclResult_t res;
@@ -65,12 +74,7 @@ ncclResult_t enqueue_job_submit(group_job_t* job) {
     return ncclSuccess;
   }
   if (job->nonblocking) return enqueue_job_detach(job);
-  /* A blocking job outside a group keeps the caller's device, as the caller expects. */
-  int saved = -1;
-  if (job->cuda_dev >= 0 && cuda_get_device(&saved) != ncclSuccess) saved = -1;
-  ncclResult_t res = enqueue_job_run(job);
-  if (saved >= 0) cuda_set_device(saved);
-  return res;
+  return enqueue_job_run_here(job);
 }
 
 /* Run the group's jobs, all at once: each may wait for ranks driven by another job. */
@@ -97,13 +101,7 @@ static ncclResult_t enqueue_group_run_jobs(group_job_t* jobs) {
     }
     return res;
   }
-  if (n == 1) {
-    int saved = -1;
-    if (jobs->cuda_dev >= 0 && cuda_get_device(&saved) != ncclSuccess) saved = -1;
-    ncclResult_t res = enqueue_job_run(jobs);
-    if (saved >= 0) cuda_set_device(saved);
-    return res;
-  }
+  if (n == 1) return enqueue_job_run_here(jobs);
   enqueue_thread_arg_t* args = NULL;
   pthread_t* threads = NULL;
   ncclResult_t res = MEM_CALLOC(&args, (size_t)n);
