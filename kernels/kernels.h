@@ -117,6 +117,134 @@ size_t kern_type_size(ncclDataType_t type);
 /* One line explaining the last error returned to this thread by a kern_ function ("" if none). */
 const char* kern_last_error(void);
 
+/* ======================================================================================
+ * The data path: connections, the device-side communicator, and collective work.
+ *
+ * A connection moves data one way between two ranks through a buffer of KERN_NSLOTS slots
+ * owned by the receiving side's transport (GPU memory for p2p, host shared memory for shm).
+ * Two monotonically increasing 64-bit counters drive it:
+ *   tail  slots the sender has filled. The sender writes it (after the data, with a system-scope
+ *         fence); the receiver polls it.
+ *   head  slots the receiver has consumed. The receiver writes it; the sender polls it.
+ * Slot i of the stream lives at buff + (i % KERN_NSLOTS) * slot_bytes. The sender may fill slot
+ * i once head >= i + 1 - KERN_NSLOTS; the receiver may read it once tail >= i + 1. Both ends
+ * keep `step` (slots moved so far) in their own kern_conn_t in device memory: the one CTA that
+ * owns the connection in a kernel reads it at start and writes it back at the end, so a
+ * connection carries on across kernels. Both ends compute every slot's byte count from the
+ * same work description, so no size travels with the data.
+ * ====================================================================================== */
+
+#define KERN_NSLOTS 8              /* slots per connection buffer (NCCL's NCCL_STEPS) */
+#define KERN_MAX_CHANNELS 64       /* ring channels per communicator */
+#define KERN_MAX_P2P_CHANNELS 32   /* connections per peer and direction for send/recv */
+#define KERN_NTHREADS 512          /* threads per CTA of the collective and p2p kernels */
+
+typedef struct kern_conn {
+  /* KERN_NSLOTS * slot_bytes bytes. Receive end: where data arrives (read here). Send end:
+   * the peer's receive buffer (written here). Device-accessible (peer-mapped or host-mapped). */
+  char* buff;
+  uint64_t* tail;      /* see above; device-accessible from both ends */
+  uint64_t* head;
+  uint64_t step;       /* slots moved by this end so far (owned by the kernels, starts at 0) */
+  uint32_t slot_bytes; /* multiple of 16 */
+  uint32_t connected;  /* 1 once the transport filled it; a kernel never uses one that is 0 */
+  uint32_t transport;  /* kern_transport_t, for logs and tests */
+  uint32_t pad;
+} kern_conn_t;
+
+typedef enum { KERN_TRANSPORT_NONE = 0, KERN_TRANSPORT_P2P = 1, KERN_TRANSPORT_SHM = 2,
+               KERN_TRANSPORT_NET = 3 } kern_transport_t;
+
+/* One ring channel: this rank's connections to its ring neighbours. */
+typedef struct kern_channel {
+  kern_conn_t send;  /* to ring.next */
+  kern_conn_t recv;  /* from ring.prev */
+  int32_t prev, next;
+  int32_t index;     /* this rank's position in the ring */
+  int32_t pad;
+  const int32_t* ranks; /* device memory: the ring's ranks in ring order (nranks entries) */
+} kern_channel_t;
+
+/* The device-side communicator (in device memory; the kernels get a pointer to it). */
+typedef struct kern_comm {
+  int32_t rank;
+  int32_t nranks;
+  int32_t nchannels;     /* ring channels connected (channels[0..nchannels-1]) */
+  int32_t p2p_nchannels; /* connections per peer and direction used by send/recv */
+  /* Host-mapped flag set by ncclCommAbort: kernels waiting on a peer give up when it is set. */
+  const volatile uint32_t* abort_flag;
+  /* [peer * KERN_MAX_P2P_CHANNELS + c]: send/recv connections, connected == 0 until set up. */
+  kern_conn_t* p2p_send;
+  kern_conn_t* p2p_recv;
+  kern_channel_t channels[KERN_MAX_CHANNELS];
+} kern_comm_t;
+
+/* Ring collectives (reductions use (op, type); the others move bytes). */
+typedef enum {
+  KERN_COLL_BROADCAST = 0,
+  KERN_COLL_REDUCE = 1,
+  KERN_COLL_ALLGATHER = 2,
+  KERN_COLL_REDUCESCATTER = 3,
+  KERN_COLL_ALLREDUCE = 4,
+  KERN_COLL_NUM = 5
+} kern_coll_t;
+
+/*
+ * One collective over the ring channels 0..nchannels-1 (one CTA each, KERN_NTHREADS threads).
+ * count is in elements of type, as the API takes it: AllReduce, Broadcast, Reduce: the whole
+ * buffer; AllGather: sendcount (recvbuff holds nranks blocks); ReduceScatter: recvcount
+ * (sendbuff holds nranks blocks). Every rank's slot_bytes of a ring connection must be equal.
+ * Semantics of op, scalar and divisor as for reduce-copy (avg: divisor = nranks).
+ * The kernel splits the buffer into nchannels parts of whole 16-byte units; channel c moves
+ * its part in slices of at most chunk_bytes (a multiple of 16, at most the slot size).
+ */
+typedef struct kern_coll_work {
+  const void* sendbuff;
+  void* recvbuff;
+  uint64_t count;
+  uint64_t scalar_bits;
+  const void* scalar_ptr;
+  kern_comm_t* comm; /* device pointer */
+  int32_t coll;      /* kern_coll_t */
+  int32_t op;        /* kern_op_t (reductions) */
+  int32_t type;      /* ncclDataType_t */
+  int32_t root;      /* Broadcast, Reduce */
+  int32_t divisor;
+  int32_t nchannels;
+  uint32_t chunk_bytes;
+  uint32_t pad;
+} kern_coll_work_t;
+
+/* One send, receive or local copy of a p2p batch. A send (recv) to/from peer uses the p2p
+ * connections [peer][0..nctas-1]: its bytes are split into nctas parts of whole 16-byte units
+ * (the last part takes the rest), and both ends must use the same nctas and byte count. */
+typedef enum { KERN_P2P_SEND = 0, KERN_P2P_RECV = 1, KERN_P2P_COPY = 2 } kern_p2p_kind_t;
+typedef struct kern_p2p_op {
+  const void* src;  /* send, copy */
+  void* dst;        /* recv, copy */
+  uint64_t bytes;
+  int32_t peer;
+  uint16_t kind;    /* kern_p2p_kind_t */
+  uint16_t nctas;   /* >= 1 */
+} kern_p2p_op_t;
+
+#define KERN_P2P_MAX_OPS 96
+/* Sends, receives and copies that progress together in one kernel: op k gets CTAs
+ * [sum of nctas of ops < k, + nctas). */
+typedef struct kern_p2p_batch {
+  kern_comm_t* comm; /* device pointer */
+  uint32_t nops;
+  uint32_t nctas;    /* sum of the ops' nctas: the grid */
+  uint32_t chunk_bytes; /* slice size, multiple of 16, at most the p2p slot size */
+  uint32_t pad;
+  kern_p2p_op_t ops[KERN_P2P_MAX_OPS];
+} kern_p2p_batch_t;
+
+/* Launch one collective (nchannels CTAs) / one p2p batch on stream. Errors as for reduce-copy;
+ * ncclInvalidUsage when the (op, type) instance is not built. */
+ncclResult_t kern_coll_launch(const kern_coll_work_t* work, cudaStream_t stream);
+ncclResult_t kern_p2p_launch(const kern_p2p_batch_t* batch, cudaStream_t stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #define KERN_STATIC_ASSERT(c, m) static_assert(c, m)
@@ -137,5 +265,10 @@ KERN_STATIC_ASSERT(offsetof(kern_reduce_copy_args_t, nctas) == 132,
                    "kern_reduce_copy_args_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_reduce_copy_args_t) == 136, "kern_reduce_copy_args_t size");
 KERN_STATIC_ASSERT(KERN_RC_MAX_SRCS <= 32, "preop_mask has one bit per source");
+KERN_STATIC_ASSERT(sizeof(kern_conn_t) == 48, "kern_conn_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_channel_t) == 120, "kern_channel_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_coll_work_t) == 80, "kern_coll_work_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_p2p_op_t) == 32, "kern_p2p_op_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_p2p_batch_t) <= 4096, "a p2p batch fits the classic parameter space");
 
 #endif

@@ -69,3 +69,41 @@ PARAM_INT(SOCKET_RETRY_SLEEP_MSEC, "NCCL_SOCKET_RETRY_SLEEP_MSEC", 100,
 PARAM_INT(BOOTSTRAP_TIMEOUT, "CHOIR_BOOTSTRAP_TIMEOUT", 300,
           "seconds any bootstrap step (rendezvous, all-gather, barrier, send/recv, split) waits for "
           "a peer or the root before failing with an error naming it")
+/* topology and graph search */
+PARAM_STR(TOPO_FILE, "NCCL_TOPO_FILE", NULL,
+          "load the system topology from this XML file (NCCL's format) instead of detecting it; "
+          "detected GPUs and NICs missing from the file are added")
+PARAM_STR(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", NULL,
+          "write the detected topology to this XML file (NCCL's format) at communicator creation")
+PARAM_INT(TOPO_DUMP_FILE_RANK, "NCCL_TOPO_DUMP_FILE_RANK", 0,
+          "the rank that writes NCCL_TOPO_DUMP_FILE")
+PARAM_STR(P2P_LEVEL, "NCCL_P2P_LEVEL", NULL,
+          "farthest path for peer-to-peer between GPUs: LOC, NVL, PIX, PXB, PHB or SYS (or 0..5); "
+          "unset: as far as PHB on the same CPU, NVLink always")
+PARAM_INT(P2P_DISABLE, "NCCL_P2P_DISABLE", 0,
+          "1: never use peer-to-peer between GPUs (shared host memory or the network instead)")
+PARAM_INT(SHM_DISABLE, "NCCL_SHM_DISABLE", 0,
+          "1: never use the shared-memory transport between processes of one host")
+PARAM_STR(NET_GDR_LEVEL, "NCCL_NET_GDR_LEVEL", NULL,
+          "farthest path between NIC and GPU for GPUDirect RDMA: LOC, PIX, PXB, PHB or SYS (or "
+          "0..5); unset: PXB")
+PARAM_INT(NET_GDR_READ, "NCCL_NET_GDR_READ", -1,
+          "1: send from GPU memory directly (GPUDirect read) when GDR is allowed; 0: stage sends "
+          "in host memory; -1: decided by the topology")
+PARAM_STR(RINGS, "NCCL_RINGS", NULL,
+          "ring orders to use instead of searching: rings separated by |, ranks by spaces or "
+          "dashes (e.g. \"0 1 2 3|3 2 1 0\"); one channel per ring")
+PARAM_INT(MIN_NCHANNELS, "NCCL_MIN_NCHANNELS", -1,
+          "fewest channels the graph search may return (default: the search's own result)")
+PARAM_INT(MAX_NCHANNELS, "NCCL_MAX_NCHANNELS", -1,
+          "most channels the graph search may return, at most 64 (default: no extra limit)")
+/* data path */
+PARAM_INT(BUFFSIZE, "NCCL_BUFFSIZE", 4194304,
+          "bytes of each ring connection's receive buffer (8 slots); a multiple of 128 KiB is best")
+PARAM_INT(P2P_NVL_CHUNKSIZE, "NCCL_P2P_NVL_CHUNKSIZE", 524288,
+          "slot size in bytes of send/recv connections over NVLink")
+PARAM_INT(P2P_PCI_CHUNKSIZE, "NCCL_P2P_PCI_CHUNKSIZE", 131072,
+          "slot size in bytes of send/recv connections over PCIe or shared memory")
+PARAM_INT(MAX_P2P_NCHANNELS, "NCCL_MAX_P2P_NCHANNELS", -1,
+          "most connections (CTAs) per peer and direction for send/recv, at most 32 (default: "
+          "decided from the link)")

@@ -11,11 +11,17 @@ DEPENDS = {
     "base": [],
     "plugin": ["base"],
     "bootstrap": ["base"],
-    "enqueue": ["base"],
-    "comm": ["base", "bootstrap", "enqueue"],
+    "topo": ["base", "plugin"],
+    "graph": ["base", "topo"],
+    "transport": ["base", "bootstrap", "topo"],
+    "enqueue": ["base", "bootstrap", "topo", "graph", "transport"],
+    "comm": ["base", "bootstrap", "topo", "graph", "transport", "enqueue"],
     "api": ["base", "plugin", "enqueue", "comm"],
     "info": ["base", "plugin"],
 }
+
+# Modules that may include the kernels' C boundary (kernels/kernels.h).
+KERNEL_USERS = {"transport", "enqueue"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
@@ -34,6 +40,8 @@ def main():
             bad += 1
             continue
         allowed = {f"{d}.h" for d in DEPENDS[mod]} | files | abi | {"choir_config.h"}
+        if mod in KERNEL_USERS:
+            allowed |= {"kernels.h"}
         # A module may include its dependencies' own transitive public headers only via them.
         for fname in files:
             if not fname.endswith((".c", ".h")):

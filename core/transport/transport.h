@@ -1,0 +1,78 @@
+/*
+ * core/transport: connections between two ranks of a communicator for the data path. A
+ * connection is one direction (send end on one rank, receive end on the other) and ends up as a
+ * kern_conn_t (kernels.h) the kernels drive: a KERN_NSLOTS-slot buffer on the receiving side plus
+ * the head/tail counters. Transports:
+ *   p2p  same host, CUDA peer access between the two GPUs: the receive buffer and tail live in
+ *        the receiver's GPU memory, head in the sender's; the sender's GPU writes the buffer over
+ *        NVLink/PCIe. Within one process the pointers are shared directly (peer access enabled);
+ *        across processes through CUDA IPC handles exchanged over the bootstrap.
+ *   shm  same host, no p2p (or NCCL_P2P_DISABLE=1): buffer and counters in host shared memory,
+ *        registered with CUDA and mapped into both processes.
+ *   net  another host: not built yet (issue 7); connecting fails with a message that says so.
+ * This is the module's only header for the rest of the core.
+ */
+#ifndef CHOIR_TRANSPORT_H
+#define CHOIR_TRANSPORT_H
+
+#include <stdint.h>
+
+#include "base.h"
+#include "bootstrap.h"
+#include "kernels.h"
+
+typedef struct transport transport_t; /* one per communicator */
+
+/* What the transport needs to know about every rank (all-gathered by the communicator). */
+typedef struct transport_peer {
+  uint64_t host_hash; /* sys_host_hash() */
+  uint64_t pid_hash;  /* sys_pid_hash(): equal means same process */
+  int64_t bus_id;     /* cuda_bus_id() form */
+  int32_t cuda_dev;
+  int32_t pid;
+} transport_peer_t;
+
+/* Optional policy hook (the topology module's rules: NCCL_P2P_LEVEL, path types). Returns 1 when
+ * p2p between this rank and peer is allowed by the topology, 0 when not; *use_read_p is set to 1
+ * when the receiver should read from the sender's buffer instead (may be ignored: write mode). */
+typedef int (*transport_p2p_policy_fn)(void* ctx, int peer, int* use_read_p);
+
+/* Create the transport state of one communicator. peers: nranks entries (copied). bs and
+ * abort_flag must outlive the transport. The current CUDA device must be the rank's device. */
+ncclResult_t transport_create(bootstrap_t* bs, int rank, int nranks, int cuda_dev,
+                              const transport_peer_t* peers, volatile uint32_t* abort_flag,
+                              transport_p2p_policy_fn policy, void* policy_ctx,
+                              transport_t** t_p);
+/* Free every buffer, IPC mapping and shm segment of every connection made. Kernels using them
+ * must have finished. Safe with NULL. */
+void transport_destroy(transport_t* t);
+
+/* Which transport a connection with peer would use (p2p, shm; net for another host), by the
+ * same rule transport_connect applies. For logs, planning and tests. */
+kern_transport_t transport_kind(transport_t* t, int peer);
+const char* transport_kind_name(kern_transport_t kind);
+
+/* One connection end wanted. */
+typedef struct transport_req {
+  int32_t peer;       /* another rank (not this one) */
+  int32_t is_send;    /* 1: this rank sends to peer; 0: this rank receives from peer */
+  int32_t id;         /* tells apart the connections with one peer in one call: both ends use
+                       * the same id for the two ends of one connection (e.g. channel index) */
+  uint32_t slot_bytes;/* buffer slot size, multiple of 16; both ends must agree */
+  kern_conn_t* out;   /* host memory; filled on success (step 0, connected 1) */
+} transport_req_t;
+
+/*
+ * Connect a set of connection ends. For every request (peer, is_send, id) here, the peer must
+ * make the mirror request (this rank, !is_send, id) in a transport_connect call with the same
+ * tag; the calls exchange what they need over the bootstrap, peer by peer (a rank only talks to
+ * the peers it names). Blocks until every named peer has answered (bounded by the bootstrap's
+ * timeout and abort flag). On failure nothing of this call stays allocated and every out is left
+ * untouched. Several connects may run at once on different communicators (threads).
+ */
+ncclResult_t transport_connect(transport_t* t, transport_req_t* reqs, int nreqs, int tag);
+
+/* Bytes of device memory and of host shared memory allocated by this transport so far. */
+void transport_mem_usage(const transport_t* t, uint64_t* dev_bytes_p, uint64_t* host_bytes_p);
+
+#endif
