@@ -16,8 +16,18 @@ extern "C" {
 typedef cudaError_t kern_rc_launch_fn(const kern_reduce_copy_args_t* args, unsigned nctas,
                                       cudaStream_t stream);
 
+/* One built reduction-collective instance (AllReduce, ReduceScatter, Reduce): launches
+ * work->nchannels CTAs of KERN_NTHREADS. Arguments validated. */
+typedef cudaError_t kern_coll_launch_fn(const kern_coll_work_t* work, cudaStream_t stream);
+
+/* The byte-moving kernels, always built (kern_copy.cu): Broadcast and AllGather with count in
+ * bytes, and p2p batches. */
+cudaError_t kern_copy_coll_launch(const kern_coll_work_t* work, cudaStream_t stream);
+cudaError_t kern_p2p_batch_launch(const kern_p2p_batch_t* batch, cudaStream_t stream);
+
 /* Generated from instances.py (kern_table.c): NULL where kernel_subset left the instance out. */
 extern kern_rc_launch_fn* const kern_rc_table[KERN_OP_NUM][ncclNumTypes];
+extern kern_coll_launch_fn* const kern_coll_table[KERN_OP_NUM][ncclNumTypes];
 extern const char* const kern_op_names[KERN_OP_NUM];
 extern const char* const kern_type_names[ncclNumTypes];
 extern const char kern_subset_str[];

@@ -123,3 +123,67 @@ ncclResult_t kern_reduce_copy_launch(const kern_reduce_copy_args_t* a, cudaStrea
                      cudaGetErrorString(err));
   return ncclSuccess;
 }
+
+ncclResult_t kern_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
+  if (w == NULL || w->comm == NULL) return kern_fail(ncclInvalidArgument, "collective: no work or comm");
+  if (w->coll < 0 || w->coll >= KERN_COLL_NUM)
+    return kern_fail(ncclInvalidArgument, "collective: coll %d is not a kern_coll_t", (int)w->coll);
+  if (w->nchannels < 1 || w->nchannels > KERN_MAX_CHANNELS)
+    return kern_fail(ncclInvalidArgument, "collective: nchannels %d outside 1..%d",
+                     (int)w->nchannels, KERN_MAX_CHANNELS);
+  if (w->chunk_bytes == 0 || w->chunk_bytes % KERN_RC_VEC_BYTES != 0)
+    return kern_fail(ncclInvalidArgument, "collective: chunk_bytes %u is not a positive multiple "
+                     "of %d", w->chunk_bytes, KERN_RC_VEC_BYTES);
+  const int reduces = w->coll == KERN_COLL_REDUCE || w->coll == KERN_COLL_REDUCESCATTER ||
+                      w->coll == KERN_COLL_ALLREDUCE;
+  cudaError_t err;
+  if (reduces) {
+    if ((int)w->op < 0 || w->op >= KERN_OP_NUM || kern_type_size((ncclDataType_t)w->type) == 0)
+      return kern_fail(ncclInvalidArgument, "collective: op %d / type %d invalid", (int)w->op,
+                       (int)w->type);
+    if (w->op == KERN_OP_AVG && w->divisor < 1)
+      return kern_fail(ncclInvalidArgument, "collective: avg needs divisor >= 1");
+    kern_coll_launch_fn* fn = kern_coll_table[w->op][w->type];
+    if (fn == NULL)
+      return kern_fail(ncclInvalidUsage, "collective kernel for %s/%s not built (kernel_subset=%s)",
+                       kern_op_names[w->op], kern_type_names[w->type], kern_subset_str);
+    err = fn(w, stream);
+  } else {
+    if (w->type != ncclUint8)
+      return kern_fail(ncclInvalidArgument, "collective: Broadcast/AllGather take bytes (uint8)");
+    err = kern_copy_coll_launch(w, stream);
+  }
+  if (err != cudaSuccess)
+    return kern_fail(ncclUnhandledCudaError, "collective %d: launch of %d CTAs failed: %s",
+                     (int)w->coll, (int)w->nchannels, cudaGetErrorString(err));
+  return ncclSuccess;
+}
+
+int kern_coll_available(kern_op_t op, ncclDataType_t type) {
+  if ((int)op < 0 || op >= KERN_OP_NUM || (int)type < 0 || type >= ncclNumTypes) return 0;
+  return kern_coll_table[op][type] != NULL;
+}
+
+ncclResult_t kern_p2p_launch(const kern_p2p_batch_t* b, cudaStream_t stream) {
+  if (b == NULL || b->comm == NULL) return kern_fail(ncclInvalidArgument, "p2p: no batch or comm");
+  if (b->nops < 1 || b->nops > KERN_P2P_MAX_OPS)
+    return kern_fail(ncclInvalidArgument, "p2p: nops %u outside 1..%d", b->nops, KERN_P2P_MAX_OPS);
+  if (b->chunk_bytes == 0 || b->chunk_bytes % KERN_RC_VEC_BYTES != 0)
+    return kern_fail(ncclInvalidArgument, "p2p: chunk_bytes %u is not a positive multiple of %d",
+                     b->chunk_bytes, KERN_RC_VEC_BYTES);
+  uint32_t total = 0;
+  for (uint32_t k = 0; k < b->nops; k++) {
+    if (b->ops[k].nctas < 1 || b->ops[k].nctas > KERN_MAX_P2P_CHANNELS)
+      return kern_fail(ncclInvalidArgument, "p2p: op %u has nctas %u outside 1..%d", k,
+                       (unsigned)b->ops[k].nctas, KERN_MAX_P2P_CHANNELS);
+    total += b->ops[k].nctas;
+  }
+  if (total != b->nctas)
+    return kern_fail(ncclInvalidArgument, "p2p: nctas %u is not the sum of the ops' (%u)",
+                     b->nctas, total);
+  cudaError_t err = kern_p2p_batch_launch(b, stream);
+  if (err != cudaSuccess)
+    return kern_fail(ncclUnhandledCudaError, "p2p: launch of %u CTAs failed: %s", b->nctas,
+                     cudaGetErrorString(err));
+  return ncclSuccess;
+}

@@ -244,6 +244,8 @@ typedef struct kern_p2p_batch {
  * ncclInvalidUsage when the (op, type) instance is not built. */
 ncclResult_t kern_coll_launch(const kern_coll_work_t* work, cudaStream_t stream);
 ncclResult_t kern_p2p_launch(const kern_p2p_batch_t* batch, cudaStream_t stream);
+/* 1 when the reduction-collective instance for (op, type) was built. */
+int kern_coll_available(kern_op_t op, ncclDataType_t type);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,8 +1,9 @@
 /*
- * core/enqueue: from API call to kernel launch, and group semantics. For now it holds the group
- * state (nesting per thread) and the jobs a group end runs: communicator creation, split and
- * shrink, which must progress together when one thread drives several ranks. Planning and
- * launching arrive with the data path.
+ * core/enqueue: from API call to kernel launch, and group semantics. It holds the group state
+ * (nesting per thread), the jobs a group end runs (communicator creation, split and shrink, which
+ * must progress together when one thread drives several ranks), and the data path of each
+ * communicator: its transports and connections, its device-side communicator, the operations a
+ * group collects, their plan and their kernel launches.
  */
 #ifndef CHOIR_ENQUEUE_H
 #define CHOIR_ENQUEUE_H
@@ -10,7 +11,9 @@
 #include <stdbool.h>
 
 #include "base.h"
+#include "bootstrap.h"
 #include "nccl.h"
+#include "transport.h"
 
 /* A piece of work that may need to wait for other ranks (embedded in a larger struct). */
 typedef struct group_job group_job_t;
@@ -40,5 +43,73 @@ ncclResult_t enqueue_group_start(void);
 ncclResult_t enqueue_group_end(ncclSimInfo_t* sim_info);
 /* Nesting depth of the calling thread's group (0: not in a group). */
 int enqueue_group_depth(void);
+
+/* ---- The data path of one communicator ---------------------------------------------------- */
+
+typedef struct enq_comm enq_comm_t; /* opaque */
+
+typedef struct enq_comm_args {
+  bootstrap_t* bs; /* the communicator's; outlives the data path */
+  int rank;
+  int nranks;
+  int cuda_dev;
+  const transport_peer_t* peers; /* nranks entries (copied) */
+  volatile uint32_t* abort_flag; /* the communicator's host-side abort flag */
+  int min_ctas;                  /* config minCTAs / maxCTAs (already validated) */
+  int max_ctas;
+  uint64_t comm_hash;
+} enq_comm_args_t;
+
+/* Build the data path: ring channels (order and count from the topology and graph), their
+ * connections, the device-side communicator. Collective over the communicator's ranks (uses the
+ * bootstrap). The current device must be the rank's. */
+ncclResult_t enqueue_comm_create(const enq_comm_args_t* args, enq_comm_t** dp_p);
+/* Make running and future kernels of this communicator give up waiting for peers. */
+void enqueue_comm_abort(enq_comm_t* dp);
+/* Wait until every operation launched so far has completed on the GPU. */
+ncclResult_t enqueue_comm_finalize(enq_comm_t* dp);
+/* Free everything (after finalize, or after abort). Safe with NULL. */
+void enqueue_comm_destroy(enq_comm_t* dp);
+
+/* ncclRedOpCreatePreMulSum / ncclRedOpDestroy on this communicator. */
+ncclResult_t enqueue_redop_create(enq_comm_t* dp, ncclRedOp_t* op_p, const void* scalar,
+                                  ncclDataType_t type, ncclScalarResidence_t residence);
+ncclResult_t enqueue_redop_destroy(enq_comm_t* dp, ncclRedOp_t op);
+/* ncclInvalidArgument with a message when op is neither built-in nor live on this comm for
+ * type. */
+ncclResult_t enqueue_redop_check(enq_comm_t* dp, const char* func, ncclRedOp_t op,
+                                 ncclDataType_t type);
+
+typedef enum {
+  ENQ_BROADCAST = 0, /* = kern_coll_t for the ring collectives */
+  ENQ_REDUCE = 1,
+  ENQ_ALLGATHER = 2,
+  ENQ_REDUCESCATTER = 3,
+  ENQ_ALLREDUCE = 4,
+  ENQ_SEND,
+  ENQ_RECV,
+  ENQ_ALLTOALL,
+  ENQ_GATHER,
+  ENQ_SCATTER,
+} enq_kind_t;
+
+/* One API operation, arguments already checked (see core/api). count is the API's count. */
+typedef struct enq_op {
+  enq_kind_t kind;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  int root; /* root, or peer of send/recv */
+  cudaStream_t stream;
+} enq_op_t;
+
+/* Queue an operation: inside a group it waits for the outermost ncclGroupEnd; outside, it is
+ * planned and launched now. Returns once it is enqueued on its stream. */
+ncclResult_t enqueue_op(enq_comm_t* dp, const enq_op_t* op);
+
+/* Bytes of device and host memory the data path holds (connections and device structures). */
+void enqueue_comm_mem_usage(const enq_comm_t* dp, uint64_t* dev_p, uint64_t* host_p);
 
 #endif

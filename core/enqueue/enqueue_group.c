@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "enqueue.h"
+#include "enqueue_internal.h"
 
 static __thread int enqueue_group_depth_;
+static __thread enq_comm_t* enqueue_group_comms; /* communicators with queued operations */
 static __thread group_job_t* enqueue_group_jobs; /* in submission order */
 static __thread group_job_t* enqueue_group_jobs_tail;
 
@@ -141,6 +142,116 @@ out_free:
   return res;
 }
 
+void enqueue_group_add_comm(enq_comm_t* dp) {
+  if (dp->in_group) return;
+  dp->in_group = 1;
+  dp->group_next = enqueue_group_comms;
+  enqueue_group_comms = dp;
+}
+
+/* ---- Operations at group end -------------------------------------------------------------- */
+
+typedef struct {
+  enq_comm_t* dp;
+  ncclResult_t res;
+} enqueue_connect_arg_t;
+
+static void* enqueue_connect_thread(void* arg) {
+  enqueue_connect_arg_t* a = (enqueue_connect_arg_t*)arg;
+  a->res = cuda_set_device(a->dp->cuda_dev);
+  if (a->res == ncclSuccess) a->res = enqueue_plan_connect(a->dp);
+  return NULL;
+}
+
+/* Connections first (they talk to peers, which may be driven by this same thread through other
+ * communicators of the group: so one thread per communicator when there are several), then
+ * every communicator's launches from this thread. */
+static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_info) {
+  ncclResult_t res = ncclSuccess;
+  if (sim_info != NULL) {
+    float t = 0;
+    for (enq_comm_t* dp = list; dp; dp = dp->group_next) {
+      float e = enqueue_plan_estimate(dp);
+      if (e > t) t = e; /* communicators run side by side */
+    }
+    sim_info->estimatedTime = t;
+    for (enq_comm_t* dp = list; dp; dp = dp->group_next) enqueue_plan_clear(dp);
+    goto out;
+  }
+  int saved = -1;
+  if (cuda_get_device(&saved) != ncclSuccess) saved = -1;
+  int nconn = 0;
+  for (enq_comm_t* dp = list; dp; dp = dp->group_next) nconn += enqueue_plan_needs_connect(dp);
+  if (nconn == 1) {
+    for (enq_comm_t* dp = list; dp && res == ncclSuccess; dp = dp->group_next)
+      if (enqueue_plan_needs_connect(dp)) {
+        res = cuda_set_device(dp->cuda_dev);
+        if (res == ncclSuccess) res = enqueue_plan_connect(dp);
+      }
+  } else if (nconn > 1) {
+    enqueue_connect_arg_t* args = NULL;
+    pthread_t* threads = NULL;
+    res = MEM_CALLOC(&args, (size_t)nconn);
+    if (res == ncclSuccess) res = MEM_CALLOC(&threads, (size_t)nconn);
+    int started = 0;
+    for (enq_comm_t* dp = list; dp && res == ncclSuccess; dp = dp->group_next) {
+      if (!enqueue_plan_needs_connect(dp)) continue;
+      args[started].dp = dp;
+      int err = pthread_create(&threads[started], NULL, enqueue_connect_thread, &args[started]);
+      if (err != 0) {
+        WARN("ncclGroupEnd: cannot start a thread to connect communicator %d of %d: %s",
+             started + 1, nconn, strerror(err));
+        res = ncclSystemError;
+        break;
+      }
+      started++;
+    }
+    for (int i = 0; i < started; i++) {
+      pthread_join(threads[i], NULL);
+      if (res == ncclSuccess) res = args[i].res;
+    }
+    free(threads);
+    free(args);
+  }
+  for (enq_comm_t* dp = list; dp; dp = dp->group_next) {
+    if (res != ncclSuccess) {
+      enqueue_plan_clear(dp);
+      continue;
+    }
+    res = cuda_set_device(dp->cuda_dev);
+    if (res == ncclSuccess) res = enqueue_plan_launch(dp);
+    else enqueue_plan_clear(dp);
+  }
+  if (saved >= 0) cuda_set_device(saved);
+out:
+  for (enq_comm_t *dp = list, *next; dp; dp = next) {
+    next = dp->group_next;
+    dp->group_next = NULL;
+    dp->in_group = 0;
+  }
+  return res;
+}
+
+ncclResult_t enqueue_op(enq_comm_t* dp, const enq_op_t* op) {
+  if (dp->nops == dp->ops_cap) {
+    int ncap = dp->ops_cap ? 2 * dp->ops_cap : 16;
+    enq_op_t* g = realloc(dp->ops, sizeof(*g) * (size_t)ncap);
+    if (g == NULL) {
+      WARN("out of memory queueing operation %d of a group", dp->nops + 1);
+      return ncclSystemError;
+    }
+    dp->ops = g;
+    dp->ops_cap = ncap;
+  }
+  dp->ops[dp->nops++] = *op;
+  if (enqueue_group_depth_ > 0) {
+    enqueue_group_add_comm(dp);
+    return ncclSuccess;
+  }
+  dp->group_next = NULL;
+  return enqueue_group_flush(dp, NULL);
+}
+
 ncclResult_t enqueue_group_start(void) {
   enqueue_group_depth_++;
   return ncclSuccess;
@@ -154,11 +265,21 @@ ncclResult_t enqueue_group_end(ncclSimInfo_t* sim_info) {
   if (--enqueue_group_depth_ > 0) return ncclSuccess;
   group_job_t* jobs = enqueue_group_jobs;
   enqueue_group_jobs = enqueue_group_jobs_tail = NULL;
-  if (sim_info != NULL) {
-    /* Operations cannot be queued yet (collectives are missing), and creating communicators takes
-     * no time on the GPU: the estimate of what a group launches is 0. */
-    sim_info->estimatedTime = 0.0f;
+  enq_comm_t* comms = enqueue_group_comms;
+  enqueue_group_comms = NULL;
+  if (sim_info != NULL) sim_info->estimatedTime = 0.0f; /* creating communicators: no GPU time */
+  ncclResult_t res = ncclSuccess;
+  if (jobs != NULL) res = enqueue_group_run_jobs(jobs);
+  if (comms == NULL) return res;
+  if (res != ncclSuccess && res != ncclInProgress) {
+    for (enq_comm_t *dp = comms, *next; dp; dp = next) {
+      next = dp->group_next;
+      enqueue_plan_clear(dp);
+      dp->group_next = NULL;
+      dp->in_group = 0;
+    }
+    return res;
   }
-  if (jobs == NULL) return ncclSuccess;
-  return enqueue_group_run_jobs(jobs);
+  ncclResult_t ops_res = enqueue_group_flush(comms, sim_info);
+  return ops_res != ncclSuccess ? ops_res : res;
 }

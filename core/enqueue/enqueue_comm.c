@@ -1,0 +1,340 @@
+/*
+ * The data path of one communicator: ring channels and their connections (made at creation),
+ * send/recv connections (made when an operation first needs them), the device-side communicator
+ * the kernels read, and the user's reduction operators.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "enqueue_internal.h"
+
+/* Ring channels when neither the topology search nor the user says otherwise. */
+#define ENQ_DEFAULT_CHANNELS 16
+/* Send/recv connections per peer and direction over p2p (NCCL_MAX_P2P_NCHANNELS caps it). */
+#define ENQ_DEFAULT_P2P_NCH 16
+/* Over shm every connection is a host buffer: fewer of them. */
+#define ENQ_SHM_P2P_NCH 4
+
+static uint32_t enq_slot_bytes(int64_t bytes) {
+  uint64_t b = bytes > 0 ? (uint64_t)bytes : 0;
+  b &= ~(uint64_t)(KERN_RC_VEC_BYTES * 4 - 1); /* whole 64-byte lines */
+  if (b < 4096) b = 4096;
+  if (b > (1u << 30)) b = 1u << 30;
+  return (uint32_t)b;
+}
+
+static int enq_clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* The number of ring channels: Choir's default, then NCCL_MIN/MAX_NCHANNELS, then the
+ * communicator's minCTAs/maxCTAs, within 1..KERN_MAX_CHANNELS. Equal on every rank as long as
+ * the environment is (as NCCL assumes). */
+static int enq_ring_nchannels(const enq_comm_args_t* a) {
+  int n = ENQ_DEFAULT_CHANNELS;
+  int64_t lo = param_int(PARAM_MIN_NCHANNELS), hi = param_int(PARAM_MAX_NCHANNELS);
+  if (hi > 0 && n > hi) n = (int)hi;
+  if (lo > 0 && n < lo) n = (int)enq_clamp((int)lo, 1, KERN_MAX_CHANNELS);
+  if (a->max_ctas > 0 && n > a->max_ctas) n = a->max_ctas;
+  if (a->min_ctas > 0 && n < a->min_ctas) n = a->min_ctas;
+  return enq_clamp(n, 1, KERN_MAX_CHANNELS);
+}
+
+static ncclResult_t enq_upload(enq_comm_t* dp, void* dst, const void* src, size_t size) {
+  ENQ_CUDA(cudaMemcpyAsync(dst, src, size, cudaMemcpyHostToDevice, dp->setup_stream));
+  ENQ_CUDA(cudaStreamSynchronize(dp->setup_stream));
+  return ncclSuccess;
+}
+
+/* Upload the communicator's fixed part and the ring channels. Only at creation: later, kernels
+ * own the connection steps in device memory. */
+static ncclResult_t enq_upload_comm(enq_comm_t* dp) {
+  return enq_upload(dp, dp->dev_kc, &dp->host_kc, sizeof(dp->host_kc));
+}
+
+static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
+  const int n = dp->nranks, nch = dp->nchannels;
+  CHECK(MEM_CALLOC(&dp->ring_ranks, (size_t)nch * n));
+  /* Every ring visits the ranks in rank order: on an NVSwitch or a single PCIe switch every
+   * order is as good; the topology search replaces this with its own orders. */
+  for (int c = 0; c < nch; c++)
+    for (int i = 0; i < n; i++) dp->ring_ranks[c * n + i] = i;
+  ENQ_CUDA(cudaMalloc((void**)&dp->dev_ring_ranks, sizeof(int32_t) * (size_t)nch * n));
+  dp->dev_bytes += sizeof(int32_t) * (size_t)nch * n;
+  CHECK(enq_upload(dp, dp->dev_ring_ranks, dp->ring_ranks, sizeof(int32_t) * (size_t)nch * n));
+
+  transport_req_t* reqs = NULL;
+  if (n > 1) CHECK(MEM_CALLOC(&reqs, (size_t)2 * nch));
+  for (int c = 0; c < nch; c++) {
+    const int32_t* ring = dp->ring_ranks + (size_t)c * n;
+    int idx = 0;
+    while (ring[idx] != dp->rank) idx++;
+    kern_channel_t* ch = &dp->host_kc.channels[c];
+    ch->index = idx;
+    ch->prev = ring[(idx + n - 1) % n];
+    ch->next = ring[(idx + 1) % n];
+    ch->ranks = dp->dev_ring_ranks + (size_t)c * n;
+    if (n > 1) {
+      reqs[2 * c] = (transport_req_t){.peer = ch->next, .is_send = 1, .id = c,
+                                      .slot_bytes = dp->ring_slot_bytes, .out = &ch->send};
+      reqs[2 * c + 1] = (transport_req_t){.peer = ch->prev, .is_send = 0, .id = c,
+                                          .slot_bytes = dp->ring_slot_bytes, .out = &ch->recv};
+    }
+  }
+  ncclResult_t res = ncclSuccess;
+  if (n > 1) res = transport_connect(dp->transport, reqs, 2 * nch, ENQ_TAG_RING);
+  free(reqs);
+  CHECK(res);
+  dp->host_kc.nchannels = nch;
+  if (n > 1)
+    INFO(NCCL_INIT, "comm 0x%llx rank %d: %d ring channels connected via %s, %u-byte slots",
+         (unsigned long long)dp->comm_hash, dp->rank, nch,
+         transport_kind_name(dp->host_kc.channels[0].send.transport), dp->ring_slot_bytes);
+  return ncclSuccess;
+}
+
+ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
+  enq_comm_t* dp = NULL;
+  CHECK(MEM_CALLOC(&dp, 1));
+  ncclResult_t res = ncclSuccess;
+  dp->rank = a->rank;
+  dp->nranks = a->nranks;
+  dp->cuda_dev = a->cuda_dev;
+  dp->comm_hash = a->comm_hash;
+  dp->bs = a->bs;
+  dp->host_abort = a->abort_flag;
+  dp->nchannels = enq_ring_nchannels(a);
+  dp->ring_slot_bytes = enq_slot_bytes(param_int(PARAM_BUFFSIZE) / KERN_NSLOTS);
+  int64_t p2p_max = param_int(PARAM_MAX_P2P_NCHANNELS);
+  dp->p2p_nch = enq_clamp(p2p_max > 0 ? (int)p2p_max : ENQ_DEFAULT_P2P_NCH, 1,
+                          KERN_MAX_P2P_CHANNELS);
+  CHECK_GOTO(MEM_CALLOC(&dp->peers, (size_t)a->nranks), res, err);
+  memcpy(dp->peers, a->peers, sizeof(*dp->peers) * (size_t)a->nranks);
+  CHECK_GOTO(MEM_CALLOC(&dp->p2p_connected, (size_t)a->nranks), res, err);
+  CHECK_GOTO(MEM_CALLOC(&dp->p2p_nch_peer, (size_t)a->nranks), res, err);
+
+  if (cudaStreamCreateWithFlags(&dp->setup_stream, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaEventCreateWithFlags(&dp->done_ev, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventCreateWithFlags(&dp->join_ev, cudaEventDisableTiming) != cudaSuccess) {
+    WARN("rank %d: cannot create the communicator's CUDA stream and event on device %d", a->rank,
+         a->cuda_dev);
+    res = ncclUnhandledCudaError;
+    goto err;
+  }
+  if (cudaHostAlloc((void**)&dp->abort_host, sizeof(uint32_t), cudaHostAllocMapped) !=
+          cudaSuccess ||
+      cudaHostGetDevicePointer((void**)&dp->abort_dev, dp->abort_host, 0) != cudaSuccess) {
+    WARN("rank %d: cannot allocate the device-visible abort flag (cudaHostAlloc mapped)", a->rank);
+    res = ncclUnhandledCudaError;
+    goto err;
+  }
+  *dp->abort_host = 0;
+  {
+    size_t p2p_bytes = sizeof(kern_conn_t) * 2 * (size_t)a->nranks * KERN_MAX_P2P_CHANNELS;
+    if (cudaMalloc((void**)&dp->dev_kc, sizeof(kern_comm_t)) != cudaSuccess ||
+        cudaMalloc((void**)&dp->dev_p2p, p2p_bytes) != cudaSuccess ||
+        cudaMemsetAsync(dp->dev_p2p, 0, p2p_bytes, dp->setup_stream) != cudaSuccess) {
+      WARN("rank %d: cannot allocate the device-side communicator (%zu bytes)", a->rank,
+           sizeof(kern_comm_t) + p2p_bytes);
+      res = ncclUnhandledCudaError;
+      goto err;
+    }
+    dp->dev_bytes += sizeof(kern_comm_t) + p2p_bytes;
+  }
+  dp->host_kc.rank = a->rank;
+  dp->host_kc.nranks = a->nranks;
+  dp->host_kc.p2p_nchannels = dp->p2p_nch;
+  dp->host_kc.abort_flag = dp->abort_dev;
+  dp->host_kc.p2p_send = dp->dev_p2p;
+  dp->host_kc.p2p_recv = dp->dev_p2p + (size_t)a->nranks * KERN_MAX_P2P_CHANNELS;
+
+  CHECK_GOTO(transport_create(a->bs, a->rank, a->nranks, a->cuda_dev, a->peers, a->abort_flag,
+                              NULL, NULL, &dp->transport),
+             res, err);
+  CHECK_GOTO(enq_ring_setup(dp), res, err);
+  CHECK_GOTO(enq_upload_comm(dp), res, err);
+  *dp_p = dp;
+  return ncclSuccess;
+err:
+  enqueue_comm_destroy(dp);
+  return res;
+}
+
+ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npeers) {
+  transport_req_t* reqs = NULL;
+  kern_conn_t* conns = NULL;
+  int nreq = 0;
+  for (int i = 0; i < npeers; i++) {
+    kern_transport_t kind = transport_kind(dp->transport, peers[i]);
+    nreq += 2 * (kind == KERN_TRANSPORT_P2P ? dp->p2p_nch : enq_clamp(ENQ_SHM_P2P_NCH, 1,
+                                                                        dp->p2p_nch));
+  }
+  if (nreq == 0) return ncclSuccess;
+  CHECK(MEM_CALLOC(&reqs, (size_t)nreq));
+  ncclResult_t res = MEM_CALLOC(&conns, (size_t)nreq);
+  if (res != ncclSuccess) {
+    free(reqs);
+    return res;
+  }
+  int k = 0;
+  for (int i = 0; i < npeers; i++) {
+    kern_transport_t kind = transport_kind(dp->transport, peers[i]);
+    int nch = kind == KERN_TRANSPORT_P2P ? dp->p2p_nch : enq_clamp(ENQ_SHM_P2P_NCH, 1, dp->p2p_nch);
+    uint32_t slot = enq_slot_bytes(kind == KERN_TRANSPORT_P2P ? param_int(PARAM_P2P_NVL_CHUNKSIZE)
+                                                              : param_int(PARAM_P2P_PCI_CHUNKSIZE));
+    for (int c = 0; c < nch; c++)
+      for (int dir = 0; dir < 2; dir++, k++)
+        reqs[k] = (transport_req_t){.peer = peers[i], .is_send = dir == 0, .id = c,
+                                    .slot_bytes = slot, .out = &conns[k]};
+  }
+  CHECK_GOTO(transport_connect(dp->transport, reqs, nreq, ENQ_TAG_P2P), res, out);
+  /* Upload the new connections only: other entries may be in use by running kernels. */
+  for (k = 0; k < nreq; k++) {
+    kern_conn_t* base = reqs[k].is_send ? dp->host_kc.p2p_send : dp->host_kc.p2p_recv;
+    kern_conn_t* dst = base + (size_t)reqs[k].peer * KERN_MAX_P2P_CHANNELS + reqs[k].id;
+    CHECK_GOTO(enq_upload(dp, dst, &conns[k], sizeof(kern_conn_t)), res, out);
+  }
+  for (k = 0; k < nreq; k++) {
+    dp->p2p_connected[reqs[k].peer] = 1;
+    if (reqs[k].id + 1 > dp->p2p_nch_peer[reqs[k].peer])
+      dp->p2p_nch_peer[reqs[k].peer] = (uint8_t)(reqs[k].id + 1);
+  }
+  for (int i = 0; i < npeers; i++)
+    INFO(NCCL_P2P, "comm 0x%llx rank %d: %d send/recv channels with rank %d via %s",
+         (unsigned long long)dp->comm_hash, dp->rank, dp->p2p_nch_peer[peers[i]], peers[i],
+         transport_kind_name(transport_kind(dp->transport, peers[i])));
+out:
+  free(conns);
+  free(reqs);
+  return res;
+}
+
+void enqueue_comm_abort(enq_comm_t* dp) {
+  if (dp && dp->abort_host) __atomic_store_n(dp->abort_host, 1u, __ATOMIC_SEQ_CST);
+}
+
+ncclResult_t enqueue_comm_finalize(enq_comm_t* dp) {
+  if (dp == NULL || !dp->launched) return ncclSuccess;
+  /* Poll rather than block, so that an abort from another thread ends the wait. */
+  for (;;) {
+    cudaError_t e = cudaEventQuery(dp->done_ev);
+    if (e == cudaSuccess) return ncclSuccess;
+    if (e != cudaErrorNotReady) {
+      WARN("rank %d: waiting for the communicator's operations failed: %s", dp->rank,
+           cudaGetErrorString(e));
+      return ncclUnhandledCudaError;
+    }
+    if (dp->host_abort && *dp->host_abort) return ncclSuccess;
+    usleep(50);
+  }
+}
+
+void enqueue_comm_destroy(enq_comm_t* dp) {
+  if (dp == NULL) return;
+  /* Kernels may still use the buffers: after an abort they leave promptly; wait for them. */
+  if (dp->launched && dp->done_ev) cudaEventSynchronize(dp->done_ev);
+  transport_destroy(dp->transport);
+  if (dp->dev_kc) cudaFree(dp->dev_kc);
+  if (dp->dev_p2p) cudaFree(dp->dev_p2p);
+  if (dp->dev_ring_ranks) cudaFree(dp->dev_ring_ranks);
+  if (dp->abort_host) cudaFreeHost(dp->abort_host);
+  if (dp->done_ev) cudaEventDestroy(dp->done_ev);
+  if (dp->join_ev) cudaEventDestroy(dp->join_ev);
+  if (dp->setup_stream) cudaStreamDestroy(dp->setup_stream);
+  free(dp->ring_ranks);
+  free(dp->peers);
+  free(dp->p2p_connected);
+  free(dp->p2p_nch_peer);
+  free(dp->ops);
+  free(dp->redops);
+  free(dp);
+}
+
+void enqueue_comm_mem_usage(const enq_comm_t* dp, uint64_t* dev_p, uint64_t* host_p) {
+  uint64_t tdev = 0, thost = 0;
+  if (dp->transport) transport_mem_usage(dp->transport, &tdev, &thost);
+  *dev_p = dp->dev_bytes + tdev;
+  *host_p = thost;
+}
+
+/* ---- Reduction operators ------------------------------------------------------------------ */
+
+ncclResult_t enqueue_redop_create(enq_comm_t* dp, ncclRedOp_t* op_p, const void* scalar,
+                                  ncclDataType_t type, ncclScalarResidence_t residence) {
+  int slot = -1;
+  for (int i = 0; i < dp->nredops; i++)
+    if (!dp->redops[i].live) {
+      slot = i;
+      break;
+    }
+  if (slot < 0) {
+    if (dp->nredops >= (int)ncclMaxRedOp - (int)ncclNumOps) {
+      WARN("ncclRedOpCreatePreMulSum: this communicator already has %d live operators; destroy "
+           "some with ncclRedOpDestroy", dp->nredops);
+      return ncclInvalidUsage;
+    }
+    enq_redop_t* grown = realloc(dp->redops, sizeof(*grown) * (size_t)(dp->nredops + 1));
+    if (grown == NULL) {
+      WARN("ncclRedOpCreatePreMulSum: out of memory");
+      return ncclSystemError;
+    }
+    dp->redops = grown;
+    slot = dp->nredops++;
+  }
+  enq_redop_t* r = &dp->redops[slot];
+  memset(r, 0, sizeof(*r));
+  r->live = 1;
+  r->type = type;
+  r->residence = residence;
+  if (residence == ncclScalarHostImmediate)
+    memcpy(&r->scalar_bits, scalar, kern_type_size(type));
+  else
+    r->scalar_ptr = scalar;
+  *op_p = (ncclRedOp_t)((int)ncclNumOps + slot);
+  return ncclSuccess;
+}
+
+static enq_redop_t* enq_redop_find(enq_comm_t* dp, ncclRedOp_t op) {
+  int i = (int)op - (int)ncclNumOps;
+  if (i < 0 || i >= dp->nredops || !dp->redops[i].live) return NULL;
+  return &dp->redops[i];
+}
+
+ncclResult_t enqueue_redop_destroy(enq_comm_t* dp, ncclRedOp_t op) {
+  if ((int)op >= 0 && (int)op < (int)ncclNumOps) {
+    WARN("ncclRedOpDestroy: op %d is a built-in operator; only operators from "
+         "ncclRedOpCreatePreMulSum can be destroyed", (int)op);
+    return ncclInvalidArgument;
+  }
+  enq_redop_t* r = enq_redop_find(dp, op);
+  if (r == NULL) {
+    WARN("ncclRedOpDestroy: op %d was not created on this communicator or was already destroyed",
+         (int)op);
+    return ncclInvalidArgument;
+  }
+  r->live = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t enqueue_redop_check(enq_comm_t* dp, const char* func, ncclRedOp_t op,
+                                 ncclDataType_t type) {
+  if ((int)op >= 0 && (int)op < (int)ncclNumOps) return ncclSuccess;
+  enq_redop_t* r = enq_redop_find(dp, op);
+  if (r == NULL) {
+    WARN("%s: op %d is neither a built-in operator nor a live one from ncclRedOpCreatePreMulSum "
+         "on this communicator", func, (int)op);
+    return ncclInvalidArgument;
+  }
+  if (r->type != type) {
+    WARN("%s: op %d was created for datatype %d but is used with datatype %d", func, (int)op,
+         (int)r->type, (int)type);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+/* For the planner: the premulsum scalar of a user operator. */
+void enqueue_redop_scalar(enq_comm_t* dp, ncclRedOp_t op, uint64_t* bits_p, const void** ptr_p) {
+  enq_redop_t* r = enq_redop_find(dp, op);
+  *bits_p = r ? r->scalar_bits : 0;
+  *ptr_p = r ? r->scalar_ptr : NULL;
+}

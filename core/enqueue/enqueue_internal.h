@@ -1,0 +1,103 @@
+/*
+ * Private to core/enqueue: the data-path state of a communicator, shared by the files that set
+ * it up (enqueue_comm.c), plan and launch its operations (enqueue_plan.c), and run groups
+ * (enqueue_group.c).
+ */
+#ifndef CHOIR_ENQUEUE_INTERNAL_H
+#define CHOIR_ENQUEUE_INTERNAL_H
+
+#include <cuda_runtime_api.h>
+
+#include "enqueue.h"
+#include "kernels.h"
+
+/* A CUDA runtime call; on failure: WARN naming the call and the error, ncclUnhandledCudaError. */
+#define ENQ_CUDA(call)                                                                    \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess) {                                                              \
+      WARN("CUDA call %s failed: %s (%s)", #call, cudaGetErrorString(e_),                 \
+           cudaGetErrorName(e_));                                                         \
+      return ncclUnhandledCudaError;                                                      \
+    }                                                                                     \
+  } while (0)
+
+/* Bootstrap tags of the data path's connection rounds. */
+#define ENQ_TAG_RING 0x43520001
+#define ENQ_TAG_P2P 0x43520002
+
+/* A user-created reduction operator (ncclRedOpCreatePreMulSum). */
+typedef struct enq_redop {
+  int live;
+  ncclDataType_t type;
+  ncclScalarResidence_t residence;
+  uint64_t scalar_bits;    /* host-immediate scalar, as memcpy leaves it */
+  const void* scalar_ptr;  /* device-resident scalar: the user's pointer, read by the kernel */
+} enq_redop_t;
+
+struct enq_comm {
+  int rank;
+  int nranks;
+  int cuda_dev;
+  uint64_t comm_hash;
+  bootstrap_t* bs;
+  transport_t* transport;
+  transport_peer_t* peers;
+  volatile uint32_t* host_abort;
+
+  /* Abort flag the kernels poll: pinned host memory mapped into the device. */
+  uint32_t* abort_host;
+  uint32_t* abort_dev;
+
+  /* Device-side communicator and its host mirror (the mirror's connection steps are stale: the
+   * kernels own them; uploads write only what changed). */
+  kern_comm_t host_kc;
+  kern_comm_t* dev_kc;
+  int32_t* dev_ring_ranks; /* [nchannels][nranks] */
+  int32_t* ring_ranks;     /* host copy */
+  kern_conn_t* dev_p2p;    /* [2][nranks * KERN_MAX_P2P_CHANNELS]: send, then recv */
+  int nchannels;
+  uint32_t ring_slot_bytes;
+  int p2p_nch;             /* connections per peer and direction (p2p transport) */
+  uint8_t* p2p_connected;  /* per peer */
+  uint8_t* p2p_nch_peer;   /* per peer: connections made */
+  uint64_t dev_bytes;
+
+  cudaStream_t setup_stream; /* non-blocking: uploads never wait for the user's work */
+  cudaEvent_t done_ev;       /* recorded after every launch outside capture */
+  cudaEvent_t join_ev;       /* joins the streams of one launch */
+  cudaStream_t last_stream;
+  int launched;
+
+  /* Operations collected by the current group, in call order. */
+  enq_op_t* ops;
+  int nops;
+  int ops_cap;
+  enq_comm_t* group_next; /* the thread's list of communicators with operations */
+  int in_group;
+
+  enq_redop_t* redops;
+  int nredops;
+};
+
+/* enqueue_plan.c */
+/* Connections the pending operations need that do not exist yet: 1 if any. */
+int enqueue_plan_needs_connect(enq_comm_t* dp);
+/* Make them (blocking, talks to the peers concerned). */
+ncclResult_t enqueue_plan_connect(enq_comm_t* dp);
+/* Plan and launch every pending operation, then clear the list. */
+ncclResult_t enqueue_plan_launch(enq_comm_t* dp);
+/* Estimated time in microseconds of the pending operations (ncclGroupSimulateEnd). */
+float enqueue_plan_estimate(const enq_comm_t* dp);
+void enqueue_plan_clear(enq_comm_t* dp);
+
+/* enqueue_group.c */
+/* Adds dp to the calling thread's group (once). */
+void enqueue_group_add_comm(enq_comm_t* dp);
+
+/* enqueue_comm.c */
+void enqueue_redop_scalar(enq_comm_t* dp, ncclRedOp_t op, uint64_t* bits_p, const void** ptr_p);
+/* Connect both directions with each listed peer (p2p channels), update the device structures. */
+ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npeers);
+
+#endif

@@ -1,0 +1,404 @@
+/*
+ * Planning and launching: the operations a group collected on one communicator become kernel
+ * launches on the user's streams. Ring collectives launch one kernel each, in call order; sends
+ * and receives (and AlltoAll, Gather, Scatter, which are made of them) launch in batches that
+ * progress together in one kernel.
+ *
+ * Every rank must derive the same launches from matching calls, or the kernels would wait for
+ * each other forever. So: collectives keep call order (every rank calls them in the same order);
+ * the k-th send to a peer meets the peer's k-th receive from this rank (NCCL's matching rule),
+ * which defines the send/recv "round" k; a batch holds one round's operations whose ring
+ * distance (delta) falls in one fixed block, and batches go in (round, block) order; each
+ * operation's CTA count depends only on its byte count and the peer's transport. Both ends of
+ * every connection therefore run the same pieces in the same order.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "enqueue_internal.h"
+
+/* A collective gets one channel per this many bytes (total over ranks), up to the channels. */
+#define ENQ_BYTES_PER_CHANNEL (256 * 1024)
+/* A send or receive gets one CTA per this many bytes, up to the peer's connections. */
+#define ENQ_P2P_BYTES_PER_CTA (128 * 1024)
+/* CTAs a p2p batch may use at most (all must be resident together). */
+#define ENQ_P2P_BATCH_CTAS 64
+
+typedef struct {
+  int peer;
+  kern_p2p_kind_t kind;
+  const void* src;
+  void* dst;
+  uint64_t bytes;
+  cudaStream_t stream;
+  int round;
+  int delta;
+} enq_p2p_t;
+
+void enqueue_plan_clear(enq_comm_t* dp) { dp->nops = 0; }
+
+static int enq_is_coll(enq_kind_t k) { return k <= ENQ_ALLREDUCE; }
+
+/* ---- Streams ------------------------------------------------------------------------------ */
+
+/* Kernels of one communicator must not overlap (they share the connections): a launch on a
+ * stream other than the previous one waits for the previous launch. Not under capture: the
+ * graph's own order applies there, and an event from outside the capture cannot be waited on. */
+static ncclResult_t enq_stream_enter(enq_comm_t* dp, cudaStream_t s, int* capturing_p) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  ENQ_CUDA(cudaStreamIsCapturing(s, &st));
+  *capturing_p = st != cudaStreamCaptureStatusNone;
+  if (!*capturing_p && dp->launched && dp->last_stream != s)
+    ENQ_CUDA(cudaStreamWaitEvent(s, dp->done_ev, 0));
+  return ncclSuccess;
+}
+
+static ncclResult_t enq_stream_leave(enq_comm_t* dp, cudaStream_t s, int capturing) {
+  if (capturing) return ncclSuccess;
+  ENQ_CUDA(cudaEventRecord(dp->done_ev, s));
+  dp->last_stream = s;
+  dp->launched = 1;
+  return ncclSuccess;
+}
+
+/* ---- Collectives -------------------------------------------------------------------------- */
+
+static uint32_t enq_round16(uint64_t v) {
+  v = (v + 15) / 16 * 16;
+  return (uint32_t)(v < 16 ? 16 : v);
+}
+
+static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op) {
+  const size_t es = kern_type_size(op->type);
+  const int reduces =
+      op->kind == ENQ_REDUCE || op->kind == ENQ_REDUCESCATTER || op->kind == ENQ_ALLREDUCE;
+  if (op->count == 0) return ncclSuccess;
+  kern_coll_work_t w;
+  memset(&w, 0, sizeof(w));
+  w.sendbuff = op->sendbuff;
+  w.recvbuff = op->recvbuff;
+  w.comm = dp->dev_kc;
+  w.coll = (int32_t)op->kind;
+  w.root = op->root;
+  w.divisor = dp->nranks;
+  if (reduces) {
+    w.op = kern_op_from_nccl(op->op);
+    w.type = op->type;
+    w.count = op->count;
+    if (w.op == KERN_OP_PREMULSUM) enqueue_redop_scalar(dp, op->op, &w.scalar_bits, &w.scalar_ptr);
+  } else {
+    w.op = KERN_OP_SUM;
+    w.type = ncclUint8;
+    w.count = op->count * es;
+  }
+  const uint64_t bytes = op->count * es;
+  const uint64_t total =
+      (op->kind == ENQ_ALLGATHER || op->kind == ENQ_REDUCESCATTER) ? bytes * dp->nranks : bytes;
+  uint64_t nch = (total + ENQ_BYTES_PER_CHANNEL - 1) / ENQ_BYTES_PER_CHANNEL;
+  if (nch > (uint64_t)dp->nchannels) nch = dp->nchannels;
+  if (nch < 1) nch = 1;
+  w.nchannels = (int32_t)nch;
+  uint32_t chunk = dp->ring_slot_bytes;
+  if (op->kind == ENQ_BROADCAST || op->kind == ENQ_REDUCE) {
+    /* A pipeline along the ring: slices small enough that it fills quickly. */
+    uint64_t part = bytes / nch;
+    uint32_t want = enq_round16(part / 8);
+    if (want < 64 * 1024) want = 64 * 1024;
+    if (want < chunk) chunk = want;
+  }
+  w.chunk_bytes = chunk;
+
+  int capturing;
+  CHECK(enq_stream_enter(dp, op->stream, &capturing));
+  ncclResult_t res = kern_coll_launch(&w, op->stream);
+  if (res != ncclSuccess) {
+    WARN("rank %d: cannot launch the collective: %s", dp->rank, kern_last_error());
+    return res;
+  }
+  TRACE(NCCL_COLL, "rank %d: coll %d count %zu type %d op %d root %d: %d channels, %u-byte slices",
+        dp->rank, (int)op->kind, op->count, (int)op->type, (int)op->op, op->root, w.nchannels,
+        w.chunk_bytes);
+  return enq_stream_leave(dp, op->stream, capturing);
+}
+
+/* ---- Sends and receives ------------------------------------------------------------------- */
+
+static ncclResult_t enq_p2p_push(enq_p2p_t** v, int* n, int* cap, enq_p2p_t e) {
+  if (*n == *cap) {
+    int ncap = *cap ? 2 * *cap : 64;
+    enq_p2p_t* g = realloc(*v, sizeof(*g) * (size_t)ncap);
+    if (g == NULL) {
+      WARN("out of memory planning %d send/recv operations", ncap);
+      return ncclSystemError;
+    }
+    *v = g;
+    *cap = ncap;
+  }
+  (*v)[(*n)++] = e;
+  return ncclSuccess;
+}
+
+/* The sends and receives of the pending operations, in call order (AlltoAll, Gather and
+ * Scatter expanded into theirs). */
+static ncclResult_t enq_p2p_list(enq_comm_t* dp, enq_p2p_t** list_p, int* n_p) {
+  enq_p2p_t* v = NULL;
+  int n = 0, cap = 0;
+  const int me = dp->rank, nr = dp->nranks;
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < dp->nops && res == ncclSuccess; i++) {
+    const enq_op_t* op = &dp->ops[i];
+    if (enq_is_coll(op->kind)) continue;
+    const uint64_t b = op->count * kern_type_size(op->type);
+    const char* sb = (const char*)op->sendbuff;
+    char* rb = (char*)op->recvbuff;
+    enq_p2p_t e = {.stream = op->stream, .bytes = b};
+    switch (op->kind) {
+      case ENQ_SEND:
+        e.peer = op->root, e.kind = KERN_P2P_SEND, e.src = sb;
+        res = enq_p2p_push(&v, &n, &cap, e);
+        break;
+      case ENQ_RECV:
+        e.peer = op->root, e.kind = KERN_P2P_RECV, e.dst = rb;
+        res = enq_p2p_push(&v, &n, &cap, e);
+        break;
+      case ENQ_ALLTOALL:
+        for (int p = 0; p < nr && res == ncclSuccess; p++) {
+          e.peer = p, e.kind = KERN_P2P_SEND, e.src = sb + (uint64_t)p * b, e.dst = NULL;
+          res = enq_p2p_push(&v, &n, &cap, e);
+          e.kind = KERN_P2P_RECV, e.src = NULL, e.dst = rb + (uint64_t)p * b;
+          if (res == ncclSuccess) res = enq_p2p_push(&v, &n, &cap, e);
+        }
+        break;
+      case ENQ_GATHER:
+        e.peer = op->root, e.kind = KERN_P2P_SEND, e.src = sb;
+        res = enq_p2p_push(&v, &n, &cap, e);
+        if (me == op->root)
+          for (int p = 0; p < nr && res == ncclSuccess; p++) {
+            e.peer = p, e.kind = KERN_P2P_RECV, e.src = NULL, e.dst = rb + (uint64_t)p * b;
+            res = enq_p2p_push(&v, &n, &cap, e);
+          }
+        break;
+      case ENQ_SCATTER:
+        if (me == op->root)
+          for (int p = 0; p < nr && res == ncclSuccess; p++) {
+            e.peer = p, e.kind = KERN_P2P_SEND, e.src = sb + (uint64_t)p * b, e.dst = NULL;
+            res = enq_p2p_push(&v, &n, &cap, e);
+          }
+        e.peer = op->root, e.kind = KERN_P2P_RECV, e.src = NULL, e.dst = rb;
+        if (res == ncclSuccess) res = enq_p2p_push(&v, &n, &cap, e);
+        break;
+      default: break;
+    }
+  }
+  if (res != ncclSuccess) {
+    free(v);
+    return res;
+  }
+  *list_p = v;
+  *n_p = n;
+  return ncclSuccess;
+}
+
+int enqueue_plan_needs_connect(enq_comm_t* dp) {
+  for (int i = 0; i < dp->nops; i++) {
+    const enq_op_t* op = &dp->ops[i];
+    if (enq_is_coll(op->kind) || op->count == 0) continue;
+    if (op->kind == ENQ_SEND || op->kind == ENQ_RECV) {
+      if (op->root != dp->rank && !dp->p2p_connected[op->root]) return 1;
+      continue;
+    }
+    for (int p = 0; p < dp->nranks; p++) /* AlltoAll/Gather/Scatter: every peer, at most */
+      if (p != dp->rank && !dp->p2p_connected[p]) return 1;
+  }
+  return 0;
+}
+
+ncclResult_t enqueue_plan_connect(enq_comm_t* dp) {
+  enq_p2p_t* v = NULL;
+  int n = 0;
+  CHECK(enq_p2p_list(dp, &v, &n));
+  int* peers = NULL;
+  int np = 0;
+  ncclResult_t res = ncclSuccess;
+  if (n > 0) res = MEM_CALLOC(&peers, (size_t)dp->nranks);
+  uint8_t* want = NULL;
+  if (res == ncclSuccess && n > 0) res = MEM_CALLOC(&want, (size_t)dp->nranks);
+  if (res == ncclSuccess) {
+    for (int i = 0; i < n; i++)
+      if (v[i].bytes > 0 && v[i].peer != dp->rank && !dp->p2p_connected[v[i].peer])
+        want[v[i].peer] = 1;
+    /* Peers in rank order: both ends of a pair then meet in the same order. */
+    for (int p = 0; p < dp->nranks && n > 0; p++)
+      if (want[p]) peers[np++] = p;
+    if (np > 0) res = enqueue_comm_connect_p2p(dp, peers, np);
+  }
+  free(want);
+  free(peers);
+  free(v);
+  return res;
+}
+
+static int enq_p2p_cmp(const void* a, const void* b) {
+  const enq_p2p_t* x = (const enq_p2p_t*)a;
+  const enq_p2p_t* y = (const enq_p2p_t*)b;
+  if (x->round != y->round) return x->round < y->round ? -1 : 1;
+  if (x->delta != y->delta) return x->delta < y->delta ? -1 : 1;
+  return (int)x->kind - (int)y->kind;
+}
+
+static uint16_t enq_p2p_nctas(enq_comm_t* dp, const enq_p2p_t* e) {
+  uint64_t max = e->kind == KERN_P2P_COPY ? (uint64_t)dp->p2p_nch : dp->p2p_nch_peer[e->peer];
+  if (max < 1) max = 1;
+  uint64_t n = (e->bytes + ENQ_P2P_BYTES_PER_CTA - 1) / ENQ_P2P_BYTES_PER_CTA;
+  if (n < 1) n = 1;
+  return (uint16_t)(n < max ? n : max);
+}
+
+/* One batch: ops [lo, hi) of v. Launched on the first op's stream; the other streams of the
+ * batch join before and after. */
+static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int hi) {
+  static kern_p2p_batch_t zero;
+  kern_p2p_batch_t b = zero;
+  b.comm = dp->dev_kc;
+  b.chunk_bytes = 1u << 30;
+  for (int i = lo; i < hi; i++) {
+    kern_p2p_op_t* o = &b.ops[b.nops++];
+    o->src = v[i].src;
+    o->dst = v[i].dst;
+    o->bytes = v[i].bytes;
+    o->peer = v[i].peer;
+    o->kind = (uint16_t)v[i].kind;
+    o->nctas = enq_p2p_nctas(dp, &v[i]);
+    b.nctas += o->nctas;
+  }
+  cudaStream_t s = v[lo].stream;
+  int capturing;
+  CHECK(enq_stream_enter(dp, s, &capturing));
+  for (int i = lo + 1; i < hi; i++) {
+    if (v[i].stream == s) continue;
+    ENQ_CUDA(cudaEventRecord(dp->join_ev, v[i].stream));
+    ENQ_CUDA(cudaStreamWaitEvent(s, dp->join_ev, 0));
+  }
+  ncclResult_t res = kern_p2p_launch(&b, s);
+  if (res != ncclSuccess) {
+    WARN("rank %d: cannot launch %u send/recv operations: %s", dp->rank, b.nops,
+         kern_last_error());
+    return res;
+  }
+  TRACE(NCCL_P2P, "rank %d: p2p batch of %u ops, %u CTAs", dp->rank, b.nops, b.nctas);
+  for (int i = lo + 1; i < hi; i++) {
+    if (v[i].stream == s) continue;
+    ENQ_CUDA(cudaEventRecord(dp->join_ev, s));
+    ENQ_CUDA(cudaStreamWaitEvent(v[i].stream, dp->join_ev, 0));
+  }
+  return enq_stream_leave(dp, s, capturing);
+}
+
+static ncclResult_t enq_launch_p2p(enq_comm_t* dp) {
+  enq_p2p_t* v = NULL;
+  int n = 0;
+  CHECK(enq_p2p_list(dp, &v, &n));
+  ncclResult_t res = ncclSuccess;
+  const int me = dp->rank, nr = dp->nranks;
+  /* Rounds: the k-th send to a peer and the k-th receive from it. */
+  int* nsend = NULL;
+  int* nrecv = NULL;
+  int m = 0;
+  if (n == 0) goto out;
+  CHECK_GOTO(MEM_CALLOC(&nsend, (size_t)nr), res, out);
+  CHECK_GOTO(MEM_CALLOC(&nrecv, (size_t)nr), res, out);
+  for (int i = 0; i < n; i++) {
+    if (v[i].bytes == 0) continue; /* nothing moves, nothing to match: NCCL's no-op */
+    enq_p2p_t e = v[i];
+    e.round = e.kind == KERN_P2P_SEND ? nsend[e.peer]++ : nrecv[e.peer]++;
+    e.delta = e.kind == KERN_P2P_SEND ? (e.peer - me + nr) % nr : (me - e.peer + nr) % nr;
+    v[m++] = e;
+  }
+  /* Sends to self meet receives from self: the k-th of each becomes one local copy. */
+  if (nsend[me] != nrecv[me]) {
+    WARN("rank %d: %d send(s) to itself but %d receive(s) from itself in one group; each send to "
+         "self needs a matching receive of the same size in the same group", me, nsend[me],
+         nrecv[me]);
+    res = ncclInvalidUsage;
+    goto out;
+  }
+  for (int i = 0; i < m; i++) {
+    if (v[i].peer != me || v[i].kind != KERN_P2P_SEND) continue;
+    for (int j = 0; j < m; j++) {
+      if (v[j].peer != me || v[j].kind != KERN_P2P_RECV || v[j].round != v[i].round) continue;
+      if (v[j].bytes != v[i].bytes) {
+        WARN("rank %d: send to self of %llu bytes meets a receive from self of %llu bytes; sizes "
+             "must match", me, (unsigned long long)v[i].bytes, (unsigned long long)v[j].bytes);
+        res = ncclInvalidUsage;
+        goto out;
+      }
+      v[i].kind = KERN_P2P_COPY;
+      v[i].dst = v[j].dst;
+      v[j].bytes = 0; /* dropped below */
+      break;
+    }
+  }
+  {
+    int k = 0;
+    for (int i = 0; i < m; i++)
+      if (v[i].bytes > 0) v[k++] = v[i];
+    m = k;
+  }
+  /* Stable order by (round, delta, kind); call order is kept within a key by the round. */
+  qsort(v, (size_t)m, sizeof(*v), enq_p2p_cmp);
+  {
+    int per_batch = ENQ_P2P_BATCH_CTAS / (2 * dp->p2p_nch);
+    if (per_batch < 1) per_batch = 1;
+    int lo = 0;
+    while (lo < m && res == ncclSuccess) {
+      int hi = lo + 1;
+      while (hi < m && v[hi].round == v[lo].round &&
+             v[hi].delta / per_batch == v[lo].delta / per_batch && hi - lo < KERN_P2P_MAX_OPS)
+        hi++;
+      res = enq_launch_batch(dp, v, lo, hi);
+      lo = hi;
+    }
+  }
+out:
+  free(nsend);
+  free(nrecv);
+  free(v);
+  return res;
+}
+
+ncclResult_t enqueue_plan_launch(enq_comm_t* dp) {
+  ncclResult_t res = ncclSuccess;
+  if (dp->host_abort && *dp->host_abort) {
+    WARN("rank %d: the communicator was aborted; its operations are not launched", dp->rank);
+    res = ncclInvalidUsage;
+    goto out;
+  }
+  for (int i = 0; i < dp->nops && res == ncclSuccess; i++)
+    if (enq_is_coll(dp->ops[i].kind)) res = enq_launch_coll(dp, &dp->ops[i]);
+  if (res == ncclSuccess) res = enq_launch_p2p(dp);
+out:
+  enqueue_plan_clear(dp);
+  return res;
+}
+
+float enqueue_plan_estimate(const enq_comm_t* dp) {
+  /* A plain model: a fixed launch-and-sync cost per operation plus the bytes each rank sends at
+   * NVLink-class bandwidth. Good enough to compare plans; not a promise. */
+  const double lat_us = 10.0, bw_bytes_per_us = 300e3;
+  double t = 0;
+  const int n = dp->nranks;
+  for (int i = 0; i < dp->nops; i++) {
+    const enq_op_t* op = &dp->ops[i];
+    double b = (double)op->count * (double)kern_type_size(op->type), moved = b;
+    switch (op->kind) {
+      case ENQ_ALLREDUCE: moved = 2.0 * b * (n - 1) / n; break;
+      case ENQ_ALLGATHER:
+      case ENQ_REDUCESCATTER:
+      case ENQ_ALLTOALL: moved = b * (n - 1); break;
+      default: break;
+    }
+    t += lat_us + moved / bw_bytes_per_us;
+  }
+  return (float)t;
+}
