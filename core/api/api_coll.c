@@ -3,8 +3,6 @@
 #include "comm.h"
 #include "enqueue.h"
 
-static const char* const api_feature_coll = "collective and point-to-point operations";
-
 /* What every operation checks before going inward (NCCL's order: comm, then arguments). */
 static ncclResult_t api_check_op(const char* f, ncclComm_t comm, ncclDataType_t datatype) {
   CHECK(comm_check_ready(f, comm));
@@ -30,92 +28,138 @@ static ncclResult_t api_check_redop(const char* f, ncclRedOp_t op) {
   return ncclSuccess;
 }
 
+/* Buffers: a NULL pointer is an error wherever the operation reads or writes it (count > 0). */
+static ncclResult_t api_check_buf(const char* f, const char* what, const void* p, size_t count) {
+  if (count > 0 && p == NULL) {
+    WARN("%s: %s is NULL with count %zu; pass a device buffer (or count 0)", f, what, count);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t api_enqueue(ncclComm_t comm, enq_kind_t kind, const void* sendbuff,
+                                void* recvbuff, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                                int root, cudaStream_t stream) {
+  enq_op_t o = {.kind = kind, .sendbuff = sendbuff, .recvbuff = recvbuff, .count = count,
+                .type = type, .op = op, .root = root, .stream = stream};
+  return enqueue_op(comm->dp, &o);
+}
+
+static ncclResult_t api_reduction(const char* f, ncclComm_t comm, ncclDataType_t datatype,
+                                  ncclRedOp_t op) {
+  CHECK(api_check_op(f, comm, datatype));
+  CHECK(api_check_redop(f, op));
+  CHECK(enqueue_redop_check(comm->dp, f, op, datatype));
+  return ncclSuccess;
+}
+
 NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  (void)sendbuff, (void)recvbuff, (void)count, (void)stream;
-  CHECK(api_check_op("ncclAllReduce", comm, datatype));
-  CHECK(api_check_redop("ncclAllReduce", op));
-  return api_missing("ncclAllReduce", api_feature_coll);
+  const char* f = "ncclAllReduce";
+  CHECK(api_reduction(f, comm, datatype, op));
+  CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
+  CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
+  return api_enqueue(comm, ENQ_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, stream);
 }
 
 NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
          cudaStream_t stream) {
-  (void)sendbuff, (void)recvbuff, (void)count, (void)stream;
-  CHECK(api_check_op("ncclReduce", comm, datatype));
-  CHECK(api_check_rank("ncclReduce", "root", comm, root));
-  CHECK(api_check_redop("ncclReduce", op));
-  return api_missing("ncclReduce", api_feature_coll);
+  const char* f = "ncclReduce";
+  CHECK(api_reduction(f, comm, datatype, op));
+  CHECK(api_check_rank(f, "root", comm, root));
+  CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
+  if (comm->rank == root) CHECK(api_check_buf(f, "recvbuff (at the root)", recvbuff, count));
+  return api_enqueue(comm, ENQ_REDUCE, sendbuff, recvbuff, count, datatype, op, root, stream);
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream) {
-  (void)buff, (void)count, (void)stream;
-  CHECK(api_check_op("ncclBcast", comm, datatype));
-  CHECK(api_check_rank("ncclBcast", "root", comm, root));
-  return api_missing("ncclBcast", api_feature_coll);
+  const char* f = "ncclBcast";
+  CHECK(api_check_op(f, comm, datatype));
+  CHECK(api_check_rank(f, "root", comm, root));
+  CHECK(api_check_buf(f, "buff", buff, count));
+  return api_enqueue(comm, ENQ_BROADCAST, buff, buff, count, datatype, ncclSum, root, stream);
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)sendbuff, (void)recvbuff, (void)count, (void)stream;
-  CHECK(api_check_op("ncclBroadcast", comm, datatype));
-  CHECK(api_check_rank("ncclBroadcast", "root", comm, root));
-  return api_missing("ncclBroadcast", api_feature_coll);
+  const char* f = "ncclBroadcast";
+  CHECK(api_check_op(f, comm, datatype));
+  CHECK(api_check_rank(f, "root", comm, root));
+  if (comm->rank == root) CHECK(api_check_buf(f, "sendbuff (at the root)", sendbuff, count));
+  CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
+  return api_enqueue(comm, ENQ_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root,
+                     stream);
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  (void)sendbuff, (void)recvbuff, (void)recvcount, (void)stream;
-  CHECK(api_check_op("ncclReduceScatter", comm, datatype));
-  CHECK(api_check_redop("ncclReduceScatter", op));
-  return api_missing("ncclReduceScatter", api_feature_coll);
+  const char* f = "ncclReduceScatter";
+  CHECK(api_reduction(f, comm, datatype, op));
+  CHECK(api_check_buf(f, "sendbuff", sendbuff, recvcount));
+  CHECK(api_check_buf(f, "recvbuff", recvbuff, recvcount));
+  return api_enqueue(comm, ENQ_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0,
+                     stream);
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  (void)sendbuff, (void)recvbuff, (void)sendcount, (void)stream;
-  CHECK(api_check_op("ncclAllGather", comm, datatype));
-  return api_missing("ncclAllGather", api_feature_coll);
+  const char* f = "ncclAllGather";
+  CHECK(api_check_op(f, comm, datatype));
+  CHECK(api_check_buf(f, "sendbuff", sendbuff, sendcount));
+  CHECK(api_check_buf(f, "recvbuff", recvbuff, sendcount));
+  return api_enqueue(comm, ENQ_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0,
+                     stream);
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  (void)sendbuff, (void)recvbuff, (void)count, (void)stream;
-  CHECK(api_check_op("ncclAlltoAll", comm, datatype));
-  return api_missing("ncclAlltoAll", api_feature_coll);
+  const char* f = "ncclAlltoAll";
+  CHECK(api_check_op(f, comm, datatype));
+  CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
+  CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
+  return api_enqueue(comm, ENQ_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, 0, stream);
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)sendbuff, (void)recvbuff, (void)count, (void)stream;
-  CHECK(api_check_op("ncclGather", comm, datatype));
-  CHECK(api_check_rank("ncclGather", "root", comm, root));
-  return api_missing("ncclGather", api_feature_coll);
+  const char* f = "ncclGather";
+  CHECK(api_check_op(f, comm, datatype));
+  CHECK(api_check_rank(f, "root", comm, root));
+  CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
+  if (comm->rank == root) CHECK(api_check_buf(f, "recvbuff (at the root)", recvbuff, count));
+  return api_enqueue(comm, ENQ_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root,
+                     stream);
 }
 
 NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)sendbuff, (void)recvbuff, (void)count, (void)stream;
-  CHECK(api_check_op("ncclScatter", comm, datatype));
-  CHECK(api_check_rank("ncclScatter", "root", comm, root));
-  return api_missing("ncclScatter", api_feature_coll);
+  const char* f = "ncclScatter";
+  CHECK(api_check_op(f, comm, datatype));
+  CHECK(api_check_rank(f, "root", comm, root));
+  if (comm->rank == root) CHECK(api_check_buf(f, "sendbuff (at the root)", sendbuff, count));
+  CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
+  return api_enqueue(comm, ENQ_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root,
+                     stream);
 }
 
 NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream) {
-  (void)sendbuff, (void)count, (void)stream;
-  CHECK(api_check_op("ncclSend", comm, datatype));
-  CHECK(api_check_rank("ncclSend", "peer", comm, peer));
-  return api_missing("ncclSend", api_feature_coll);
+  const char* f = "ncclSend";
+  CHECK(api_check_op(f, comm, datatype));
+  CHECK(api_check_rank(f, "peer", comm, peer));
+  CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
+  return api_enqueue(comm, ENQ_SEND, sendbuff, NULL, count, datatype, ncclSum, peer, stream);
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
          ncclComm_t comm, cudaStream_t stream) {
-  (void)recvbuff, (void)count, (void)stream;
-  CHECK(api_check_op("ncclRecv", comm, datatype));
-  CHECK(api_check_rank("ncclRecv", "peer", comm, peer));
-  return api_missing("ncclRecv", api_feature_coll);
+  const char* f = "ncclRecv";
+  CHECK(api_check_op(f, comm, datatype));
+  CHECK(api_check_rank(f, "peer", comm, peer));
+  CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
+  return api_enqueue(comm, ENQ_RECV, NULL, recvbuff, count, datatype, ncclSum, peer, stream);
 }
 
 NCCL_API(ncclResult_t, ncclGroupStart, void) { return enqueue_group_start(); }

@@ -1,6 +1,7 @@
 /* Version, error strings, last error, debug reset, memory and reduction operators. */
 #include "api.h"
 #include "comm.h"
+#include "enqueue.h"
 
 ncclResult_t api_missing(const char* func, const char* feature) {
   WARN("%s: %s is not implemented in Choir %s yet (see the support table in Choir's README)",
@@ -62,7 +63,7 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
          "ncclScalarHostImmediate)", f, (int)residence);
     return ncclInvalidArgument;
   }
-  return api_missing(f, "PreMulSum reduction operators");
+  return enqueue_redop_create(comm->dp, op, scalar, datatype, residence);
 }
 
 NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
@@ -72,5 +73,5 @@ NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
          "ncclRedOpCreatePreMulSum can be destroyed", (int)op);
     return ncclInvalidArgument;
   }
-  return api_missing("ncclRedOpDestroy", "PreMulSum reduction operators");
+  return enqueue_redop_destroy(comm->dp, op);
 }

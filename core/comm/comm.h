@@ -65,6 +65,7 @@ struct ncclComm {
   bool revoked;
   bool finalized;
   uint64_t nsplits; /* splits and shrinks made from this communicator, to tag them */
+  enq_comm_t* dp;   /* the data path (core/enqueue), after creation */
   uint64_t magic_end;
 };
 

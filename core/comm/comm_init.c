@@ -28,6 +28,7 @@ ncclResult_t comm_alloc(const comm_config_t* config, ncclComm_t* comm_p) {
 }
 
 void comm_free(ncclComm_t comm) {
+  enqueue_comm_destroy(comm->dp);
   if (comm->bootstrap != NULL) bootstrap_close(comm->bootstrap);
   pthread_mutex_destroy(&comm->bootstrap_lock);
   comm_config_free(&comm->config);
@@ -133,6 +134,22 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
       return ncclInvalidUsage;
     }
   }
+  transport_peer_t* tpeers = NULL;
+  CHECK(MEM_CALLOC(&tpeers, (size_t)comm->nranks));
+  for (int r = 0; r < comm->nranks; r++) {
+    tpeers[r].host_hash = peers[r].host_hash;
+    tpeers[r].pid_hash = peers[r].pid_hash;
+    tpeers[r].bus_id = peers[r].bus_id;
+    tpeers[r].cuda_dev = peers[r].cuda_dev;
+    tpeers[r].pid = peers[r].pid;
+  }
+  enq_comm_args_t dargs = {.bs = bs, .rank = comm->rank, .nranks = comm->nranks,
+                           .cuda_dev = comm->cuda_dev, .peers = tpeers,
+                           .abort_flag = &comm->abort_flag, .min_ctas = comm->config.min_ctas,
+                           .max_ctas = comm->config.max_ctas, .comm_hash = comm->comm_hash};
+  res = enqueue_comm_create(&dargs, &comm->dp);
+  free(tpeers);
+  CHECK(res);
   INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx commId 0x%llx%s%s - %s complete",
        (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->bus_id,
        (unsigned long long)comm->comm_hash, comm->config.comm_name ? " name " : "",

@@ -62,7 +62,7 @@ ncclResult_t comm_finalize(ncclComm_t comm) {
   int status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
   if (status == ncclInProgress) return ncclInProgress;
   if (status != ncclSuccess) return (ncclResult_t)status;
-  /* No operation can be outstanding yet (collectives are not built): nothing to flush. */
+  CHECK(enqueue_comm_finalize(comm->dp));
   comm->finalized = true;
   INFO(NCCL_INIT, "comm %p rank %d nranks %d - finalized", (void*)comm, comm->rank, comm->nranks);
   return ncclSuccess;
@@ -71,7 +71,10 @@ ncclResult_t comm_finalize(ncclComm_t comm) {
 /* Destroy and abort end alike once the communicator is idle; abort first tells its jobs to stop. */
 static ncclResult_t comm_release(const char* func, ncclComm_t comm, bool abort, const char* what) {
   CHECK(comm_check(func, comm));
-  if (abort) __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  if (abort) {
+    __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+    enqueue_comm_abort(comm->dp);
+  }
   comm_wait_idle(comm);
   INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx - %s complete", (void*)comm,
        comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->bus_id, what);
@@ -95,7 +98,8 @@ ncclResult_t comm_revoke(ncclComm_t comm) {
          "report success first", (void*)comm);
     return ncclInvalidUsage;
   }
-  /* No operation can be in flight yet, so the communicator is quiescent at once. */
+  /* Kernels in flight stop waiting for peers; the communicator then only allows destroy. */
+  enqueue_comm_abort(comm->dp);
   comm->revoked = true;
   INFO(NCCL_INIT, "comm %p rank %d nranks %d - revoked", (void*)comm, comm->rank, comm->nranks);
   return ncclSuccess;

@@ -18,7 +18,7 @@
 
 static uint32_t enq_slot_bytes(int64_t bytes) {
   uint64_t b = bytes > 0 ? (uint64_t)bytes : 0;
-  b &= ~(uint64_t)(KERN_RC_VEC_BYTES * 4 - 1); /* whole 64-byte lines */
+  b &= ~(uint64_t)63; /* whole 64-byte lines */
   if (b < 4096) b = 4096;
   if (b > (1u << 30)) b = 1u << 30;
   return (uint32_t)b;
@@ -111,52 +111,59 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   memcpy(dp->peers, a->peers, sizeof(*dp->peers) * (size_t)a->nranks);
   CHECK_GOTO(MEM_CALLOC(&dp->p2p_connected, (size_t)a->nranks), res, err);
   CHECK_GOTO(MEM_CALLOC(&dp->p2p_nch_peer, (size_t)a->nranks), res, err);
-
-  if (cudaStreamCreateWithFlags(&dp->setup_stream, cudaStreamNonBlocking) != cudaSuccess ||
-      cudaEventCreateWithFlags(&dp->done_ev, cudaEventDisableTiming) != cudaSuccess ||
-      cudaEventCreateWithFlags(&dp->join_ev, cudaEventDisableTiming) != cudaSuccess) {
-    WARN("rank %d: cannot create the communicator's CUDA stream and event on device %d", a->rank,
-         a->cuda_dev);
-    res = ncclUnhandledCudaError;
-    goto err;
-  }
-  if (cudaHostAlloc((void**)&dp->abort_host, sizeof(uint32_t), cudaHostAllocMapped) !=
-          cudaSuccess ||
-      cudaHostGetDevicePointer((void**)&dp->abort_dev, dp->abort_host, 0) != cudaSuccess) {
-    WARN("rank %d: cannot allocate the device-visible abort flag (cudaHostAlloc mapped)", a->rank);
-    res = ncclUnhandledCudaError;
-    goto err;
-  }
-  *dp->abort_host = 0;
-  {
-    size_t p2p_bytes = sizeof(kern_conn_t) * 2 * (size_t)a->nranks * KERN_MAX_P2P_CHANNELS;
-    if (cudaMalloc((void**)&dp->dev_kc, sizeof(kern_comm_t)) != cudaSuccess ||
-        cudaMalloc((void**)&dp->dev_p2p, p2p_bytes) != cudaSuccess ||
-        cudaMemsetAsync(dp->dev_p2p, 0, p2p_bytes, dp->setup_stream) != cudaSuccess) {
-      WARN("rank %d: cannot allocate the device-side communicator (%zu bytes)", a->rank,
-           sizeof(kern_comm_t) + p2p_bytes);
-      res = ncclUnhandledCudaError;
-      goto err;
-    }
-    dp->dev_bytes += sizeof(kern_comm_t) + p2p_bytes;
-  }
-  dp->host_kc.rank = a->rank;
-  dp->host_kc.nranks = a->nranks;
-  dp->host_kc.p2p_nchannels = dp->p2p_nch;
-  dp->host_kc.abort_flag = dp->abort_dev;
-  dp->host_kc.p2p_send = dp->dev_p2p;
-  dp->host_kc.p2p_recv = dp->dev_p2p + (size_t)a->nranks * KERN_MAX_P2P_CHANNELS;
-
-  CHECK_GOTO(transport_create(a->bs, a->rank, a->nranks, a->cuda_dev, a->peers, a->abort_flag,
-                              NULL, NULL, &dp->transport),
-             res, err);
-  CHECK_GOTO(enq_ring_setup(dp), res, err);
-  CHECK_GOTO(enq_upload_comm(dp), res, err);
   *dp_p = dp;
   return ncclSuccess;
 err:
   enqueue_comm_destroy(dp);
   return res;
+}
+
+ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp) {
+  if (dp->device_ready) return ncclSuccess;
+  const int rank = dp->rank, nranks = dp->nranks;
+  if (cudaStreamCreateWithFlags(&dp->setup_stream, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaEventCreateWithFlags(&dp->done_ev, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventCreateWithFlags(&dp->join_ev, cudaEventDisableTiming) != cudaSuccess) {
+    WARN("rank %d: cannot create the communicator's CUDA stream and events on device %d", rank,
+         dp->cuda_dev);
+    return ncclUnhandledCudaError;
+  }
+  if (cudaHostAlloc((void**)&dp->abort_host, sizeof(uint32_t), cudaHostAllocMapped) !=
+          cudaSuccess ||
+      cudaHostGetDevicePointer((void**)&dp->abort_dev, dp->abort_host, 0) != cudaSuccess) {
+    WARN("rank %d: cannot allocate the device-visible abort flag (cudaHostAlloc mapped)", rank);
+    return ncclUnhandledCudaError;
+  }
+  *dp->abort_host = dp->host_abort && *dp->host_abort ? 1u : 0u;
+  size_t p2p_bytes = sizeof(kern_conn_t) * 2 * (size_t)nranks * KERN_MAX_P2P_CHANNELS;
+  if (cudaMalloc((void**)&dp->dev_kc, sizeof(kern_comm_t)) != cudaSuccess ||
+      cudaMalloc((void**)&dp->dev_p2p, p2p_bytes) != cudaSuccess ||
+      cudaMemsetAsync(dp->dev_p2p, 0, p2p_bytes, dp->setup_stream) != cudaSuccess) {
+    WARN("rank %d: cannot allocate the device-side communicator (%zu bytes)", rank,
+         sizeof(kern_comm_t) + p2p_bytes);
+    return ncclUnhandledCudaError;
+  }
+  dp->dev_bytes += sizeof(kern_comm_t) + p2p_bytes;
+  dp->host_kc.rank = rank;
+  dp->host_kc.nranks = nranks;
+  dp->host_kc.p2p_nchannels = dp->p2p_nch;
+  dp->host_kc.abort_flag = dp->abort_dev;
+  dp->host_kc.p2p_send = dp->dev_p2p;
+  dp->host_kc.p2p_recv = dp->dev_p2p + (size_t)nranks * KERN_MAX_P2P_CHANNELS;
+  CHECK(transport_create(dp->bs, rank, nranks, dp->cuda_dev, dp->peers, dp->host_abort, NULL,
+                         NULL, &dp->transport));
+  CHECK(enq_upload_comm(dp));
+  dp->device_ready = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t enqueue_comm_connect_ring(enq_comm_t* dp) {
+  if (dp->ring_ready) return ncclSuccess;
+  CHECK(enq_ring_setup(dp));
+  /* The channels (not the p2p tables, which may be in use): fixed part and channels. */
+  CHECK(enq_upload_comm(dp));
+  dp->ring_ready = 1;
+  return ncclSuccess;
 }
 
 ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npeers) {
@@ -231,6 +238,11 @@ ncclResult_t enqueue_comm_finalize(enq_comm_t* dp) {
 void enqueue_comm_destroy(enq_comm_t* dp) {
   if (dp == NULL) return;
   /* Kernels may still use the buffers: after an abort they leave promptly; wait for them. */
+  int saved = -1;
+  if (dp->setup_stream) {
+    if (cuda_get_device(&saved) != ncclSuccess) saved = -1;
+    cuda_set_device(dp->cuda_dev);
+  }
   if (dp->launched && dp->done_ev) cudaEventSynchronize(dp->done_ev);
   transport_destroy(dp->transport);
   if (dp->dev_kc) cudaFree(dp->dev_kc);
@@ -240,6 +252,7 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
   if (dp->done_ev) cudaEventDestroy(dp->done_ev);
   if (dp->join_ev) cudaEventDestroy(dp->join_ev);
   if (dp->setup_stream) cudaStreamDestroy(dp->setup_stream);
+  if (saved >= 0) cuda_set_device(saved);
   free(dp->ring_ranks);
   free(dp->peers);
   free(dp->p2p_connected);

@@ -233,6 +233,14 @@ out:
 }
 
 ncclResult_t enqueue_op(enq_comm_t* dp, const enq_op_t* op) {
+  if (!dp->device_ready) {
+    int saved = -1;
+    if (cuda_get_device(&saved) != ncclSuccess) saved = -1;
+    ncclResult_t res = cuda_set_device(dp->cuda_dev);
+    if (res == ncclSuccess) res = enqueue_comm_setup_device(dp);
+    if (saved >= 0) cuda_set_device(saved);
+    CHECK(res);
+  }
   if (dp->nops == dp->ops_cap) {
     int ncap = dp->ops_cap ? 2 * dp->ops_cap : 16;
     enq_op_t* g = realloc(dp->ops, sizeof(*g) * (size_t)ncap);

@@ -62,6 +62,8 @@ struct enq_comm {
   uint8_t* p2p_connected;  /* per peer */
   uint8_t* p2p_nch_peer;   /* per peer: connections made */
   uint64_t dev_bytes;
+  int device_ready; /* streams, events, device structures, transport: at the first operation */
+  int ring_ready;   /* ring channels connected: at the first collective */
 
   cudaStream_t setup_stream; /* non-blocking: uploads never wait for the user's work */
   cudaEvent_t done_ev;       /* recorded after every launch outside capture */
@@ -97,6 +99,10 @@ void enqueue_group_add_comm(enq_comm_t* dp);
 
 /* enqueue_comm.c */
 void enqueue_redop_scalar(enq_comm_t* dp, ncclRedOp_t op, uint64_t* bits_p, const void** ptr_p);
+/* Local device resources (no communication): at the first operation. */
+ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp);
+/* Connect the ring channels (collective over all ranks): at the first collective. */
+ncclResult_t enqueue_comm_connect_ring(enq_comm_t* dp);
 /* Connect both directions with each listed peer (p2p channels), update the device structures. */
 ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npeers);
 

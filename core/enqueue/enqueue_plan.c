@@ -46,7 +46,7 @@ static int enq_is_coll(enq_kind_t k) { return k <= ENQ_ALLREDUCE; }
  * stream other than the previous one waits for the previous launch. Not under capture: the
  * graph's own order applies there, and an event from outside the capture cannot be waited on. */
 static ncclResult_t enq_stream_enter(enq_comm_t* dp, cudaStream_t s, int* capturing_p) {
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   ENQ_CUDA(cudaStreamIsCapturing(s, &st));
   *capturing_p = st != cudaStreamCaptureStatusNone;
   if (!*capturing_p && dp->launched && dp->last_stream != s)
@@ -203,7 +203,11 @@ static ncclResult_t enq_p2p_list(enq_comm_t* dp, enq_p2p_t** list_p, int* n_p) {
 int enqueue_plan_needs_connect(enq_comm_t* dp) {
   for (int i = 0; i < dp->nops; i++) {
     const enq_op_t* op = &dp->ops[i];
-    if (enq_is_coll(op->kind) || op->count == 0) continue;
+    if (op->count == 0) continue;
+    if (enq_is_coll(op->kind)) {
+      if (!dp->ring_ready) return 1;
+      continue;
+    }
     if (op->kind == ENQ_SEND || op->kind == ENQ_RECV) {
       if (op->root != dp->rank && !dp->p2p_connected[op->root]) return 1;
       continue;
@@ -215,6 +219,8 @@ int enqueue_plan_needs_connect(enq_comm_t* dp) {
 }
 
 ncclResult_t enqueue_plan_connect(enq_comm_t* dp) {
+  for (int i = 0; i < dp->nops && !dp->ring_ready; i++)
+    if (enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0) CHECK(enqueue_comm_connect_ring(dp));
   enq_p2p_t* v = NULL;
   int n = 0;
   CHECK(enq_p2p_list(dp, &v, &n));

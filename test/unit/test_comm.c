@@ -53,11 +53,14 @@ static void case_single(void) {
   CHECK_EQ_INT(set_device(ndev - 1), 0);
   CHECK_EQ_INT(ncclCommInitRank(&c, 1, id, 0), ncclSuccess);
   expect_comm(c, 0, 1, ndev - 1);
-  /* Rooted calls check the root against the communicator; then the missing feature is named. */
+  /* Rooted calls check the root against the communicator; buffers are checked before anything
+   * is queued. */
   CHECK_EQ_INT(ncclBroadcast(NULL, NULL, 1, ncclFloat, 1, c, NULL), ncclInvalidArgument);
   CHECK_CONTAINS(ncclGetLastError(c), "root 1 is not a rank");
-  CHECK_EQ_INT(ncclAllReduce(NULL, NULL, 1, ncclFloat, ncclSum, c, NULL), ncclInvalidUsage);
-  CHECK_CONTAINS(ncclGetLastError(c), "not implemented");
+  CHECK_EQ_INT(ncclAllReduce(NULL, NULL, 1, ncclFloat, ncclSum, c, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(ncclGetLastError(c), "sendbuff is NULL");
+  CHECK_EQ_INT(ncclRedOpDestroy(ncclSum, c), ncclInvalidArgument);
+  CHECK_CONTAINS(ncclGetLastError(c), "built-in");
   CHECK_EQ_INT(ncclCommFinalize(c), ncclSuccess);
   CHECK_EQ_INT(ncclCommFinalize(c), ncclInvalidUsage);
   CHECK_CONTAINS(ncclGetLastError(c), "already finalized");
