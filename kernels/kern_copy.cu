@@ -49,8 +49,11 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
       io_load_recv(io, c);
   }
   __syncthreads();
+  /* Slices fill one slot at most: the connection's slot size, or less if the batch says so. */
+  const uint64_t slice = b.chunk_bytes < (send ? io.sslot : io.rslot) ? b.chunk_bytes
+                                                                       : (send ? io.sslot : io.rslot);
   for (uint64_t base = 0; base < cnt;) {
-    const uint64_t ne = cnt - base < b.chunk_bytes ? cnt - base : b.chunk_bytes;
+    const uint64_t ne = cnt - base < slice ? cnt - base : slice;
     bool ok = send ? io_step(r, io, false, true, (const char*)op.src + off + base, nullptr, ne,
                              false, false)
                    : io_step(r, io, true, false, nullptr, (char*)op.dst + off + base, ne, false,

@@ -235,7 +235,7 @@ typedef struct kern_p2p_batch {
   kern_comm_t* comm; /* device pointer */
   uint32_t nops;
   uint32_t nctas;    /* sum of the ops' nctas: the grid */
-  uint32_t chunk_bytes; /* slice size, multiple of 16, at most the p2p slot size */
+  uint32_t chunk_bytes; /* slice cap, multiple of 16 (slices never exceed a connection's slot) */
   uint32_t pad;
   kern_p2p_op_t ops[KERN_P2P_MAX_OPS];
 } kern_p2p_batch_t;

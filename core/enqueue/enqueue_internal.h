@@ -56,7 +56,8 @@ struct enq_comm {
   int32_t* dev_ring_ranks; /* [nchannels][nranks] */
   int32_t* ring_ranks;     /* host copy */
   kern_conn_t* dev_p2p;    /* [2][nranks * KERN_MAX_P2P_CHANNELS]: send, then recv */
-  int nchannels;
+  int nchannels;            /* ring channels, decided at the first collective */
+  int min_ctas, max_ctas;   /* the communicator's config */
   uint32_t ring_slot_bytes;
   int p2p_nch;             /* connections per peer and direction (p2p transport) */
   uint8_t* p2p_connected;  /* per peer */

@@ -23,7 +23,7 @@
 /* A send or receive gets one CTA per this many bytes, up to the peer's connections. */
 #define ENQ_P2P_BYTES_PER_CTA (128 * 1024)
 /* CTAs a p2p batch may use at most (all must be resident together). */
-#define ENQ_P2P_BATCH_CTAS 64
+#define ENQ_P2P_BATCH_CTAS 96
 
 typedef struct {
   int peer;
