@@ -98,6 +98,9 @@ ncclResult_t transport_shm_register(transport_res_t* r, void** dev_ptr_p);
 
 /* ---- The state -------------------------------------------------------------------------- */
 
+/* One per communicator. Calls on one transport do not overlap (the communicator makes them one
+ * at a time); different transports share nothing but transport_cuda(). */
+
 struct transport {
   bootstrap_t* bs;
   int rank;

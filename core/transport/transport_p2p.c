@@ -61,6 +61,12 @@ ncclResult_t transport_p2p_map(transport_t* t, transport_group_t* g) {
     if (peer_dev != t->cuda_dev) CHECK(cu->enable_peer_access(peer_dev));
     g->peer_base = (char*)(uintptr_t)g->theirs.block_ptr;
   } else {
+    if (g->theirs.block_offset >= TRANSPORT_BUFF_ALIGN) {
+      WARN("transport: rank %d announced its block %llu bytes into its allocation (at most %u): "
+           "garbled message",
+           g->peer, (unsigned long long)g->theirs.block_offset, TRANSPORT_BUFF_ALIGN - 1);
+      return ncclInternalError;
+    }
     transport_res_t* r = NULL;
     ncclResult_t res = ncclSuccess;
     CHECK(MEM_CALLOC(&r, 1));

@@ -1,0 +1,1102 @@
+/*
+ * core/transport on the CPU. The CUDA calls are replaced (transport_set_cuda_ops) by a fake in
+ * which "device memory" is host shared memory and an "IPC handle" names it, so that the whole
+ * exchange runs here: p2p between threads (raw pointers) and between processes (handles), shm
+ * between threads and processes, and every failure both ends must agree on. What the fake cannot
+ * show (real peer mappings, cudaHostRegister) the multigpu test transport-gpu checks on GPUs.
+ *
+ *   test-transport GROUP   GROUP: rules, wire, shm, threads, procs, faults, knobs
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fork_case.h"
+#include "transport_internal.h" /* white-box: the rule, the wire, the fake CUDA */
+
+static __thread int t_rank = -1;
+
+#define EXPECT(cond)                                                                            \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      fprintf(stderr, "[rank %d pid %d] %s:%d: expected %s\n", t_rank, (int)getpid(), __FILE__, \
+              __LINE__, #cond);                                                                 \
+      bad++;                                                                                    \
+    }                                                                                           \
+  } while (0)
+
+/* ---- Fake CUDA ------------------------------------------------------------------------------ */
+
+#define FAKE_NDEV 8
+#define FAKE_MAX_SEGS 512
+
+static __thread int fake_dev;
+static int fake_access = 1;            /* what can_access_peer answers */
+static unsigned fake_invisible;        /* devices (bit mask) this process does not see */
+static __thread int fake_fail_alloc;   /* the next dev_alloc of this thread fails */
+static __thread int fake_fail_register; /* the n-th next host_register of this thread fails */
+static atomic_int fake_live_dev, fake_live_ipc, fake_live_reg, fake_enable_calls;
+static atomic_uint fake_counter;
+
+/* cudaMalloc promises 256-byte alignment only: fake allocations (and their IPC mappings) start
+ * 256 bytes into a page, so that the transport's own alignment and offsets are exercised. */
+#define FAKE_SKEW 256
+
+typedef struct {
+  void* ptr;        /* what the fake handed out */
+  void* map;        /* the mapping behind it (ptr - FAKE_SKEW) */
+  size_t map_bytes;
+  char name[64]; /* dev_alloc: the segment standing for the allocation; "" for an IPC mapping */
+} fake_seg_t;
+static fake_seg_t fake_segs[FAKE_MAX_SEGS];
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t fake_bus_id(int dev) { return (int64_t)(0x18 + dev) << 12; }
+
+static void fake_track(void* map, size_t map_bytes, const char* name) {
+  pthread_mutex_lock(&fake_lock);
+  for (int i = 0; i < FAKE_MAX_SEGS; i++) {
+    if (fake_segs[i].ptr != NULL) continue;
+    fake_segs[i].ptr = (char*)map + FAKE_SKEW;
+    fake_segs[i].map = map;
+    fake_segs[i].map_bytes = map_bytes;
+    sys_strlcpy(fake_segs[i].name, name, sizeof(fake_segs[i].name));
+    break;
+  }
+  pthread_mutex_unlock(&fake_lock);
+}
+
+/* Forget ptr; returns its entry (copied) or an empty one. */
+static fake_seg_t fake_untrack(void* ptr) {
+  fake_seg_t s = {0};
+  pthread_mutex_lock(&fake_lock);
+  for (int i = 0; i < FAKE_MAX_SEGS; i++) {
+    if (fake_segs[i].ptr != ptr) continue;
+    s = fake_segs[i];
+    memset(&fake_segs[i], 0, sizeof(fake_segs[i]));
+    break;
+  }
+  pthread_mutex_unlock(&fake_lock);
+  return s;
+}
+
+static ncclResult_t fake_get_device(int* dev_p) {
+  *dev_p = fake_dev;
+  return ncclSuccess;
+}
+static ncclResult_t fake_set_device(int dev) {
+  if (dev < 0 || dev >= FAKE_NDEV) return ncclUnhandledCudaError;
+  fake_dev = dev;
+  return ncclSuccess;
+}
+static ncclResult_t fake_device_by_bus_id(int64_t bus_id, int* dev_p) {
+  int dev = (int)(bus_id >> 12) - 0x18;
+  *dev_p = dev >= 0 && dev < FAKE_NDEV && !(fake_invisible & (1u << dev)) ? dev : -1;
+  return ncclSuccess;
+}
+static ncclResult_t fake_can_access_peer(int dev, int peer_dev, int* can_p) {
+  *can_p = dev != peer_dev && fake_access;
+  return ncclSuccess;
+}
+static ncclResult_t fake_enable_peer_access(int peer_dev) {
+  if (peer_dev == fake_dev) return ncclUnhandledCudaError; /* as CUDA: not to oneself */
+  atomic_fetch_add(&fake_enable_calls, 1);
+  return ncclSuccess;
+}
+static ncclResult_t fake_dev_alloc(size_t bytes, void** ptr_p) {
+  if (fake_fail_alloc) {
+    fake_fail_alloc = 0;
+    WARN("fake CUDA: dev_alloc of %zu bytes fails as the test asked", bytes);
+    return ncclUnhandledCudaError;
+  }
+  char name[64];
+  snprintf(name, sizeof(name), "/choirfake-%d-%u", (int)getpid(),
+           atomic_fetch_add(&fake_counter, 1u));
+  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return ncclSystemError;
+  size_t map_bytes = bytes + FAKE_SKEW;
+  if (ftruncate(fd, (off_t)map_bytes) != 0) {
+    close(fd);
+    shm_unlink(name);
+    return ncclSystemError;
+  }
+  void* p = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name);
+    return ncclSystemError;
+  }
+  fake_track(p, map_bytes, name);
+  atomic_fetch_add(&fake_live_dev, 1);
+  *ptr_p = (char*)p + FAKE_SKEW;
+  return ncclSuccess;
+}
+static void fake_dev_free(void* ptr) {
+  fake_seg_t s = fake_untrack(ptr);
+  if (s.ptr == NULL) {
+    fprintf(stderr, "fake CUDA: dev_free of unknown pointer %p\n", ptr);
+    abort();
+  }
+  munmap(s.map, s.map_bytes);
+  shm_unlink(s.name);
+  atomic_fetch_sub(&fake_live_dev, 1);
+}
+static ncclResult_t fake_ipc_get(void* ptr, unsigned char handle[64]) {
+  memset(handle, 0, 64);
+  pthread_mutex_lock(&fake_lock);
+  int found = 0;
+  for (int i = 0; i < FAKE_MAX_SEGS && !found; i++) {
+    if (fake_segs[i].ptr != ptr || fake_segs[i].name[0] == '\0') continue;
+    memcpy(handle, fake_segs[i].name, strlen(fake_segs[i].name) + 1);
+    found = 1;
+  }
+  pthread_mutex_unlock(&fake_lock);
+  return found ? ncclSuccess : ncclUnhandledCudaError;
+}
+static ncclResult_t fake_ipc_open(const unsigned char handle[64], void** ptr_p) {
+  char name[64];
+  memcpy(name, handle, 64);
+  name[63] = '\0';
+  /* As CUDA: a process cannot open its own handles. */
+  char own[32];
+  snprintf(own, sizeof(own), "/choirfake-%d-", (int)getpid());
+  if (strncmp(name, own, strlen(own)) == 0) {
+    WARN("fake CUDA: ipc_open of this process's own allocation %s", name);
+    return ncclUnhandledCudaError;
+  }
+  int fd = shm_open(name, O_RDWR, 0);
+  if (fd < 0) return ncclUnhandledCudaError;
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return ncclUnhandledCudaError;
+  }
+  void* p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return ncclUnhandledCudaError;
+  fake_track(p, (size_t)st.st_size, "");
+  atomic_fetch_add(&fake_live_ipc, 1);
+  *ptr_p = (char*)p + FAKE_SKEW;
+  return ncclSuccess;
+}
+static void fake_ipc_close(void* ptr) {
+  fake_seg_t s = fake_untrack(ptr);
+  if (s.ptr == NULL) {
+    fprintf(stderr, "fake CUDA: ipc_close of unknown pointer %p\n", ptr);
+    abort();
+  }
+  munmap(s.map, s.map_bytes);
+  atomic_fetch_sub(&fake_live_ipc, 1);
+}
+static ncclResult_t fake_host_register(void* ptr, size_t bytes, void** dev_ptr_p) {
+  (void)bytes;
+  if (fake_fail_register > 0 && --fake_fail_register == 0) {
+    WARN("fake CUDA: host_register fails as the test asked");
+    return ncclUnhandledCudaError;
+  }
+  atomic_fetch_add(&fake_live_reg, 1);
+  *dev_ptr_p = ptr; /* with UVA the device address of mapped host memory is the host's */
+  return ncclSuccess;
+}
+static void fake_host_unregister(void* ptr) {
+  (void)ptr;
+  atomic_fetch_sub(&fake_live_reg, 1);
+}
+
+static const transport_cuda_ops_t fake_ops = {
+    .get_device = fake_get_device,
+    .set_device = fake_set_device,
+    .device_by_bus_id = fake_device_by_bus_id,
+    .can_access_peer = fake_can_access_peer,
+    .enable_peer_access = fake_enable_peer_access,
+    .dev_alloc = fake_dev_alloc,
+    .dev_free = fake_dev_free,
+    .ipc_get = fake_ipc_get,
+    .ipc_open = fake_ipc_open,
+    .ipc_close = fake_ipc_close,
+    .host_register = fake_host_register,
+    .host_unregister = fake_host_unregister,
+};
+
+static int fake_live(void) {
+  return atomic_load(&fake_live_dev) + atomic_load(&fake_live_ipc) + atomic_load(&fake_live_reg);
+}
+
+/* Names in /dev/shm starting with prefix. */
+static int shm_names(const char* prefix) {
+  DIR* d = opendir("/dev/shm");
+  if (d == NULL) return 0;
+  int n = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  closedir(d);
+  return n;
+}
+
+/* Segments this process's transports left named ("choir-<pid>-"). */
+static int own_shm_names(void) {
+  char prefix[32];
+  snprintf(prefix, sizeof(prefix), "choir-%d-", (int)getpid());
+  return shm_names(prefix);
+}
+
+/* ---- Rules ---------------------------------------------------------------------------------- */
+
+static void case_rule(void) {
+  /* same_host, p2p_disable, policy_allows, peer_access, shm_disable */
+  CHECK_EQ_INT(transport_kind_rule(0, 0, 1, 1, 0), KERN_TRANSPORT_NET);
+  CHECK_EQ_INT(transport_kind_rule(0, 1, 0, 0, 1), KERN_TRANSPORT_NET);
+  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 1, 0), KERN_TRANSPORT_P2P);
+  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 1, 1), KERN_TRANSPORT_P2P);
+  CHECK_EQ_INT(transport_kind_rule(1, 1, 1, 1, 0), KERN_TRANSPORT_SHM);
+  CHECK_EQ_INT(transport_kind_rule(1, 0, 0, 1, 0), KERN_TRANSPORT_SHM);
+  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 0, 0), KERN_TRANSPORT_SHM);
+  CHECK_EQ_INT(transport_kind_rule(1, 1, 1, 1, 1), KERN_TRANSPORT_NONE);
+  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 0, 1), KERN_TRANSPORT_NONE);
+  CHECK_EQ_STR(transport_kind_name(KERN_TRANSPORT_P2P), "P2P");
+  CHECK_EQ_STR(transport_kind_name(KERN_TRANSPORT_SHM), "SHM");
+  CHECK_EQ_STR(transport_kind_name(KERN_TRANSPORT_NET), "NET");
+  CHECK_EQ_STR(transport_kind_name(KERN_TRANSPORT_NONE), "none");
+}
+
+static int policy_calls;
+static int policy_last_peer = -1;
+/* Allows p2p with even peers only. */
+static int policy_even(void* ctx, int peer, int* use_read_p) {
+  CHECK_TRUE(ctx == (void*)&policy_calls);
+  CHECK_TRUE(use_read_p != NULL);
+  policy_calls++;
+  policy_last_peer = peer;
+  return peer % 2 == 0;
+}
+
+/* transport_kind on one rank of a made-up 6-rank host: rank 0 on GPU 0. */
+static void case_kind(void) {
+  transport_set_cuda_ops(&fake_ops);
+  ncclUniqueId id;
+  bootstrap_t* bs = NULL;
+  CHECK_EQ_INT(bootstrap_get_unique_id(&id), ncclSuccess);
+  CHECK_EQ_INT(bootstrap_init(&id, 1, 0, 1, NULL, &bs), ncclSuccess);
+  transport_peer_t peers[6];
+  for (int r = 0; r < 6; r++)
+    peers[r] = (transport_peer_t){sys_host_hash(), sys_pid_hash(), fake_bus_id(r), r, getpid()};
+  peers[3].bus_id = fake_bus_id(0); /* rank 3 shares GPU 0 */
+  peers[5].host_hash ^= 1;          /* rank 5 on another host */
+  fake_invisible = 1u << 4;         /* rank 4's GPU is hidden here */
+  transport_t* t = NULL;
+  /* Without policy: p2p wherever peer access works, shm where the GPU is hidden. */
+  CHECK_EQ_INT(transport_create(bs, 0, 6, 0, peers, NULL, NULL, NULL, &t), ncclSuccess);
+  CHECK_EQ_INT(transport_kind(t, 0), KERN_TRANSPORT_NONE); /* oneself */
+  CHECK_EQ_INT(transport_kind(t, 1), KERN_TRANSPORT_P2P);
+  CHECK_EQ_INT(transport_kind(t, 3), KERN_TRANSPORT_P2P); /* same GPU */
+  CHECK_EQ_INT(transport_kind(t, 4), KERN_TRANSPORT_SHM);
+  CHECK_EQ_INT(transport_kind(t, 5), KERN_TRANSPORT_NET);
+  CHECK_EQ_INT(transport_kind(t, 6), KERN_TRANSPORT_NONE); /* not a rank */
+  transport_destroy(t);
+  /* No peer access at all: shm between GPUs, still p2p on one GPU. */
+  fake_access = 0;
+  CHECK_EQ_INT(transport_create(bs, 0, 6, 0, peers, NULL, NULL, NULL, &t), ncclSuccess);
+  CHECK_EQ_INT(transport_kind(t, 1), KERN_TRANSPORT_SHM);
+  CHECK_EQ_INT(transport_kind(t, 3), KERN_TRANSPORT_P2P);
+  transport_destroy(t);
+  fake_access = 1;
+  /* The policy decides where it is asked; it is not asked about another host. */
+  CHECK_EQ_INT(transport_create(bs, 0, 6, 0, peers, NULL, policy_even, &policy_calls, &t),
+               ncclSuccess);
+  CHECK_EQ_INT(transport_kind(t, 1), KERN_TRANSPORT_SHM);
+  CHECK_EQ_INT(policy_last_peer, 1);
+  CHECK_EQ_INT(transport_kind(t, 2), KERN_TRANSPORT_P2P);
+  CHECK_EQ_INT(transport_kind(t, 2), KERN_TRANSPORT_P2P); /* decided once */
+  CHECK_EQ_INT(policy_calls, 2);
+  CHECK_EQ_INT(transport_kind(t, 5), KERN_TRANSPORT_NET);
+  CHECK_EQ_INT(policy_calls, 2);
+  uint64_t dev = 1, host = 1;
+  transport_mem_usage(t, &dev, &host);
+  CHECK_EQ_INT(dev, 0);
+  CHECK_EQ_INT(host, 0);
+  transport_destroy(t);
+  transport_destroy(NULL);
+  CHECK_EQ_INT(transport_create(bs, 6, 6, 0, peers, NULL, NULL, NULL, &t), ncclInternalError);
+  CHECK_EQ_INT(bootstrap_close(bs), ncclSuccess);
+}
+
+/* NCCL_P2P_DISABLE and NCCL_SHM_DISABLE (read once per process: one case each). */
+static void kind_knobs(kern_transport_t want_peer1) {
+  transport_set_cuda_ops(&fake_ops);
+  ncclUniqueId id;
+  bootstrap_t* bs = NULL;
+  CHECK_EQ_INT(bootstrap_get_unique_id(&id), ncclSuccess);
+  CHECK_EQ_INT(bootstrap_init(&id, 1, 0, 1, NULL, &bs), ncclSuccess);
+  transport_peer_t peers[3];
+  for (int r = 0; r < 3; r++)
+    peers[r] = (transport_peer_t){sys_host_hash(), sys_pid_hash(), fake_bus_id(r), r, getpid()};
+  peers[2].host_hash ^= 1;
+  transport_t* t = NULL;
+  CHECK_EQ_INT(transport_create(bs, 0, 3, 0, peers, NULL, NULL, NULL, &t), ncclSuccess);
+  CHECK_EQ_INT(transport_kind(t, 1), want_peer1);
+  CHECK_EQ_INT(transport_kind(t, 2), KERN_TRANSPORT_NET);
+  transport_destroy(t);
+  CHECK_EQ_INT(bootstrap_close(bs), ncclSuccess);
+}
+static void case_knob_p2p_off(void) {
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  kind_knobs(KERN_TRANSPORT_SHM);
+}
+static void case_knob_shm_off(void) {
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  kind_knobs(KERN_TRANSPORT_P2P);
+}
+static void case_knob_both_off(void) {
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  kind_knobs(KERN_TRANSPORT_NONE);
+}
+
+/* ---- Wire ----------------------------------------------------------------------------------- */
+
+static void conn_set(transport_wire_conn_t* c, int id, int is_send, uint32_t slot) {
+  memset(c, 0, sizeof(*c));
+  c->id = id;
+  c->is_send = is_send;
+  c->slot_bytes = slot;
+}
+
+static void case_layout(void) {
+  /* Rank A: receives ids 0,1 (slots 4096, 48), sends id 0. */
+  transport_wire_conn_t c[3];
+  conn_set(&c[0], 0, 0, 4096);
+  conn_set(&c[1], 1, 0, 48);
+  conn_set(&c[2], 0, 1, 4096);
+  uint64_t bytes = transport_wire_layout(KERN_TRANSPORT_P2P, c, 3);
+  CHECK_EQ_INT(bytes % TRANSPORT_BUFF_ALIGN, 0);
+  CHECK_EQ_INT(c[0].off_buff % TRANSPORT_BUFF_ALIGN, 0);
+  CHECK_EQ_INT(c[1].off_buff % TRANSPORT_BUFF_ALIGN, 0);
+  CHECK_TRUE(c[1].off_buff >= c[0].off_buff + KERN_NSLOTS * 4096u);
+  CHECK_TRUE(c[0].off_tail >= c[1].off_buff + KERN_NSLOTS * 48u);
+  /* p2p: receive ends host buff + tail, the send end the head. */
+  CHECK_TRUE(c[0].off_head == TRANSPORT_OFF_NONE && c[1].off_head == TRANSPORT_OFF_NONE);
+  CHECK_TRUE(c[2].off_buff == TRANSPORT_OFF_NONE && c[2].off_tail == TRANSPORT_OFF_NONE);
+  uint64_t lines[3] = {c[0].off_tail, c[1].off_tail, c[2].off_head};
+  for (int i = 0; i < 3; i++) {
+    CHECK_EQ_INT(lines[i] % TRANSPORT_LINE, 0);
+    CHECK_TRUE(lines[i] + TRANSPORT_LINE <= bytes);
+    for (int k = 0; k < i; k++) CHECK_TRUE(lines[i] != lines[k]);
+  }
+  /* shm: receive ends host all three, the send end nothing. */
+  bytes = transport_wire_layout(KERN_TRANSPORT_SHM, c, 3);
+  CHECK_EQ_INT(bytes % TRANSPORT_BUFF_ALIGN, 0);
+  CHECK_TRUE(c[0].off_head != TRANSPORT_OFF_NONE && c[1].off_head != TRANSPORT_OFF_NONE);
+  CHECK_TRUE(c[0].off_head != c[0].off_tail && c[1].off_head != c[0].off_head);
+  CHECK_TRUE(c[1].off_head + TRANSPORT_LINE <= bytes);
+  CHECK_TRUE(c[2].off_buff == TRANSPORT_OFF_NONE && c[2].off_head == TRANSPORT_OFF_NONE);
+  /* Only send ends: an shm sender hosts nothing. */
+  CHECK_EQ_INT(transport_wire_layout(KERN_TRANSPORT_SHM, &c[2], 1), 0);
+  CHECK_EQ_INT(transport_wire_layout(KERN_TRANSPORT_P2P, &c[2], 1), TRANSPORT_BUFF_ALIGN);
+}
+
+/* A matching pair of messages: rank 0 sends ids 0,1 and receives id 0 from rank 1. */
+typedef struct {
+  transport_wire_hdr_t h[2];
+  transport_wire_conn_t c[2][3];
+} wire_pair_t;
+
+static void wire_pair(wire_pair_t* w, kern_transport_t kind) {
+  memset(w, 0, sizeof(*w));
+  conn_set(&w->c[0][0], 0, 0, 1024);
+  conn_set(&w->c[0][1], 0, 1, 1024);
+  conn_set(&w->c[0][2], 1, 1, 2048);
+  /* rank 1 lists its mirror in another order */
+  conn_set(&w->c[1][0], 1, 0, 2048);
+  conn_set(&w->c[1][1], 0, 0, 1024);
+  conn_set(&w->c[1][2], 0, 1, 1024);
+  for (int r = 0; r < 2; r++) {
+    transport_wire_hdr_t* h = &w->h[r];
+    h->magic = TRANSPORT_WIRE_MAGIC;
+    h->rank = r;
+    h->peer = 1 - r;
+    h->kind = kind;
+    h->nconns = 3;
+    h->block_bytes = transport_wire_layout(kind, w->c[r], 3);
+    h->has_block = h->block_bytes != 0;
+  }
+}
+
+static ncclResult_t wire_check_from(const wire_pair_t* w, int r, int* match) {
+  err_clear_last();
+  return transport_wire_check(r, 1 - r, &w->h[r], w->c[r], &w->h[1 - r], w->c[1 - r], match);
+}
+
+static void case_wire(void) {
+  wire_pair_t w;
+  int match[3];
+  for (int kind = KERN_TRANSPORT_P2P; kind <= KERN_TRANSPORT_SHM; kind++) {
+    wire_pair(&w, (kern_transport_t)kind);
+    CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclSuccess);
+    CHECK_EQ_INT(match[0], 2);
+    CHECK_EQ_INT(match[1], 1);
+    CHECK_EQ_INT(match[2], 0);
+    CHECK_EQ_INT(wire_check_from(&w, 1, match), ncclSuccess);
+    CHECK_EQ_INT(match[0], 2);
+    CHECK_EQ_INT(match[1], 1);
+    CHECK_EQ_INT(match[2], 0);
+  }
+  /* Each mismatch fails on both sides, with a message naming it. */
+  struct {
+    const char* what;
+    void (*edit)(wire_pair_t* w);
+    ncclResult_t want;
+    const char* text;
+  } cases[] = {
+      {"kind", NULL, ncclInternalError, "rank 0 chose P2P for its connections with rank 1, "
+                                        "but rank 1 chose SHM"},
+      {"count", NULL, ncclInternalError, "connects 3 end(s) with rank 1 in this call, but rank "
+                                         "1 connects 2"},
+      {"id", NULL, ncclInternalError, "no receive end with id 1 for rank 0"},
+      {"direction", NULL, ncclInternalError, "do not mirror"},
+      {"slot", NULL, ncclInternalError, "slot_bytes 2048 on rank 0, 4096 on rank 1"},
+      {"net", NULL, ncclInvalidUsage, "are on different hosts; the network transport is not "
+                                      "built yet (issue 7)"},
+      {"none", NULL, ncclInvalidUsage, "NCCL_SHM_DISABLE"},
+  };
+  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+    for (int r = 0; r < 2; r++) {
+      wire_pair(&w, KERN_TRANSPORT_P2P);
+      switch (k) {
+        case 0: w.h[1].kind = KERN_TRANSPORT_SHM; break;
+        case 1: w.h[1].nconns = 2; w.h[0].nconns = 3; break;
+        case 2: w.c[1][0].id = 7; break;
+        case 3: w.c[1][0].is_send = 1; break;
+        case 4: w.c[1][0].slot_bytes = 4096; break;
+        case 5: w.h[0].kind = w.h[1].kind = KERN_TRANSPORT_NET; break;
+        case 6: w.h[0].kind = w.h[1].kind = KERN_TRANSPORT_NONE; break;
+      }
+      if (k == 1 && r == 1) continue; /* rank 1 would read 3 entries it does not have */
+      ncclResult_t res = wire_check_from(&w, r, match);
+      CHECK_MSG(res == cases[k].want, "%s, seen from rank %d: %d", cases[k].what, r, res);
+      if (r == 0) CHECK_CONTAINS(err_last(), cases[k].text);
+    }
+  }
+  /* The peer's own failure is reported as such. */
+  wire_pair(&w, KERN_TRANSPORT_SHM);
+  w.h[1].status = TRANSPORT_STATUS_FAILED;
+  CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclRemoteError);
+  CHECK_CONTAINS(err_last(), "rank 1 could not set up its side");
+  /* Garbage: magic, addressee, offsets outside the block or misaligned, missing block. */
+  wire_pair(&w, KERN_TRANSPORT_P2P);
+  w.h[1].magic ^= 1;
+  CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "garbled");
+  wire_pair(&w, KERN_TRANSPORT_P2P);
+  w.h[1].peer = 2;
+  CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclInternalError);
+  wire_pair(&w, KERN_TRANSPORT_P2P);
+  w.c[1][1].off_buff = w.h[1].block_bytes - 16; /* rank 0 sends into it: 8 slots do not fit */
+  CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "buffer of connection 0");
+  wire_pair(&w, KERN_TRANSPORT_P2P);
+  w.c[1][0].off_tail += 4;
+  CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "tail of connection 1");
+  wire_pair(&w, KERN_TRANSPORT_P2P);
+  w.c[1][2].off_head = TRANSPORT_OFF_NONE; /* rank 1's send end must host a head in p2p */
+  CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "head of connection 0");
+  wire_pair(&w, KERN_TRANSPORT_SHM);
+  w.h[1].has_block = 0;
+  CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "does not host");
+  /* shm: a receive end needs nothing from the sender, which hosts nothing. */
+  wire_pair(&w, KERN_TRANSPORT_SHM);
+  for (int i = 0; i < 3; i++) conn_set(&w.c[0][i], i, 0, 1024);
+  for (int i = 0; i < 3; i++) conn_set(&w.c[1][i], i, 1, 1024);
+  w.h[0].block_bytes = transport_wire_layout(KERN_TRANSPORT_SHM, w.c[0], 3);
+  w.h[1].block_bytes = transport_wire_layout(KERN_TRANSPORT_SHM, w.c[1], 3);
+  w.h[1].has_block = 0;
+  CHECK_EQ_INT(w.h[1].block_bytes, 0);
+  CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclSuccess);
+  CHECK_EQ_INT(wire_check_from(&w, 1, match), ncclSuccess);
+}
+
+/* ---- Shared memory segments across processes ------------------------------------------------ */
+
+static void case_shm_segments(void) {
+  transport_set_cuda_ops(&fake_ops);
+  transport_res_t* r = NULL;
+  size_t bytes = 3 * 4096;
+  CHECK_EQ_INT(transport_shm_create(bytes, &r), ncclSuccess);
+  if (r == NULL) return;
+  CHECK_TRUE(r->created && r->named && !r->registered);
+  char prefix[40];
+  snprintf(prefix, sizeof(prefix), "/choir-%d-", (int)getpid());
+  CHECK_TRUE(strncmp(r->name, prefix, strlen(prefix)) == 0);
+  unsigned char* p = (unsigned char*)r->ptr;
+  size_t zero = 0;
+  for (size_t i = 0; i < bytes; i++) zero += p[i] == 0;
+  CHECK_EQ_INT(zero, bytes);
+  for (size_t i = 0; i < bytes; i++) p[i] = (unsigned char)(i * 13 + 1);
+  /* Another process opens it by name, checks, and answers in the last byte. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    transport_res_t* o = NULL;
+    int ok = transport_shm_open(r->name, bytes, &o) == ncclSuccess;
+    if (ok) {
+      unsigned char* q = (unsigned char*)o->ptr;
+      for (size_t i = 0; i + 1 < bytes; i++) ok &= q[i] == (unsigned char)(i * 13 + 1);
+      q[bytes - 1] = ok ? 0xa5 : 0x5a;
+      ok &= !o->created && !o->named;
+      transport_res_release(o);
+    }
+    _exit(ok ? 0 : 1);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  CHECK_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_EQ_INT(p[bytes - 1], 0xa5);
+  /* Too small for what the peer announces: refused. */
+  transport_res_t* o = NULL;
+  CHECK_EQ_INT(transport_shm_open(r->name, bytes + 1, &o), ncclInternalError);
+  /* Registration is a step of its own, undone on release. */
+  void* dev = NULL;
+  CHECK_EQ_INT(transport_shm_register(r, &dev), ncclSuccess);
+  CHECK_TRUE(dev == r->ptr && r->registered);
+  CHECK_EQ_INT(atomic_load(&fake_live_reg), 1);
+  /* After the unlink the name is gone, the mapping stays. */
+  char name[TRANSPORT_SHM_NAME_MAX];
+  sys_strlcpy(name, r->name, sizeof(name));
+  transport_shm_unlink(r);
+  CHECK_TRUE(!r->named);
+  CHECK_EQ_INT(transport_shm_open(name, bytes, &o), ncclSystemError);
+  CHECK_CONTAINS(err_last(), name);
+  CHECK_EQ_INT(p[0], 1);
+  transport_res_release(r);
+  CHECK_EQ_INT(atomic_load(&fake_live_reg), 0);
+  /* Names are never reused, even within a process. */
+  transport_res_t *a = NULL, *b = NULL;
+  CHECK_EQ_INT(transport_shm_create(4096, &a), ncclSuccess);
+  CHECK_EQ_INT(transport_shm_create(4096, &b), ncclSuccess);
+  if (a != NULL && b != NULL) CHECK_TRUE(strcmp(a->name, b->name) != 0);
+  CHECK_EQ_INT(own_shm_names(), 2);
+  transport_res_release(a); /* a created, still named segment is unlinked on release */
+  transport_res_release(b);
+  CHECK_EQ_INT(own_shm_names(), 0);
+}
+
+/* ---- Connecting ranks ----------------------------------------------------------------------- */
+
+/* Everything a rank needs; travels to rank processes as one hex argument. */
+typedef struct {
+  int nranks;
+  int policy;   /* 1: the policy allows p2p; 0: it refuses it */
+  int kind;     /* the kern_transport_t every connection must get */
+  int nchan;    /* ring connections per direction */
+  int npairs;   /* all-pairs connections per peer and direction */
+  ncclUniqueId id;
+} job_t;
+
+static int policy_allow(void* ctx, int peer, int* use_read_p) {
+  (void)peer;
+  (void)use_read_p;
+  return *(const int*)ctx;
+}
+
+/* The byte every connection's buffer carries at offset i, and the counters. */
+static unsigned char pattern(int src, int dst, int call, int id, size_t i) {
+  return (unsigned char)(src * 37 + dst * 11 + call * 101 + id * 7 + i * 3 + (i >> 9));
+}
+static uint64_t tail_value(int src, int dst, int call, int id) {
+  return 0x7a11000000000000ull | (uint64_t)src << 32 | (uint64_t)dst << 16 |
+         (uint64_t)(call * 64 + id);
+}
+static uint64_t head_value(int src, int dst, int call, int id) {
+  return ~tail_value(src, dst, call, id);
+}
+
+/* Prove a connect: every send end writes its buffer and tail through its own pointers, every
+ * receive end finds them through its own; then heads the other way. */
+static int prove(bootstrap_t* bs, int rank, transport_req_t* reqs, int n, int call, int kind) {
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    kern_conn_t* c = reqs[i].out;
+    EXPECT(c->connected == 1);
+    EXPECT((int)c->transport == kind);
+    EXPECT(c->slot_bytes == reqs[i].slot_bytes);
+    EXPECT(c->step == 0);
+    EXPECT(c->buff != NULL && c->tail != NULL && c->head != NULL);
+    EXPECT((uintptr_t)c->buff % TRANSPORT_BUFF_ALIGN == 0);
+    EXPECT((uintptr_t)c->tail % TRANSPORT_LINE == 0 && (uintptr_t)c->head % TRANSPORT_LINE == 0);
+    if (!c->connected || !c->buff || !c->tail || !c->head) return bad;
+    /* Zeroed at creation. */
+    EXPECT(*c->tail == 0 && *c->head == 0);
+  }
+  EXPECT(bootstrap_barrier(bs) == ncclSuccess);
+  for (int i = 0; i < n; i++) {
+    if (!reqs[i].is_send) continue;
+    kern_conn_t* c = reqs[i].out;
+    size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes;
+    for (size_t k = 0; k < bytes; k++)
+      c->buff[k] = (char)pattern(rank, reqs[i].peer, call, reqs[i].id, k);
+    *c->tail = tail_value(rank, reqs[i].peer, call, reqs[i].id);
+  }
+  EXPECT(bootstrap_barrier(bs) == ncclSuccess);
+  for (int i = 0; i < n; i++) {
+    if (reqs[i].is_send) continue;
+    kern_conn_t* c = reqs[i].out;
+    size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes, wrong = 0;
+    for (size_t k = 0; k < bytes; k++)
+      wrong += (unsigned char)c->buff[k] != pattern(reqs[i].peer, rank, call, reqs[i].id, k);
+    EXPECT(wrong == 0);
+    EXPECT(*c->tail == tail_value(reqs[i].peer, rank, call, reqs[i].id));
+    *c->head = head_value(reqs[i].peer, rank, call, reqs[i].id);
+  }
+  EXPECT(bootstrap_barrier(bs) == ncclSuccess);
+  for (int i = 0; i < n; i++) {
+    if (!reqs[i].is_send) continue;
+    kern_conn_t* c = reqs[i].out;
+    EXPECT(*c->head == head_value(rank, reqs[i].peer, call, reqs[i].id));
+  }
+  EXPECT(bootstrap_barrier(bs) == ncclSuccess);
+  return bad;
+}
+
+static int rank_run(int rank, const job_t* j) {
+  int bad = 0;
+  t_rank = rank;
+  fake_dev = rank;
+  bootstrap_t* bs = NULL;
+  EXPECT(bootstrap_init(&j->id, 1, rank, j->nranks, NULL, &bs) == ncclSuccess);
+  if (bs == NULL) return bad;
+  int n = j->nranks;
+  transport_peer_t* peers = calloc((size_t)n, sizeof(*peers));
+  peers[rank] = (transport_peer_t){sys_host_hash(), sys_pid_hash(), fake_bus_id(rank), rank,
+                                   getpid()};
+  EXPECT(bootstrap_allgather(bs, peers, sizeof(*peers)) == ncclSuccess);
+  transport_t* t = NULL;
+  int allow = j->policy;
+  EXPECT(transport_create(bs, rank, n, rank, peers, NULL, policy_allow, &allow, &t) ==
+         ncclSuccess);
+  int kind = j->kind;
+  for (int p = 0; p < n; p++)
+    if (p != rank) EXPECT((int)transport_kind(t, p) == kind);
+
+  /* Call 1, a ring: send to next, receive from prev (with 2 ranks, the same peer). */
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  int nring = 2 * j->nchan;
+  transport_req_t* ring = calloc((size_t)nring, sizeof(*ring));
+  kern_conn_t* ring_out = calloc((size_t)nring, sizeof(*ring_out));
+  for (int c = 0; c < j->nchan; c++) {
+    ring[2 * c] = (transport_req_t){next, 1, c, 4096, &ring_out[2 * c]};
+    ring[2 * c + 1] = (transport_req_t){prev, 0, c, 4096, &ring_out[2 * c + 1]};
+  }
+  EXPECT(transport_connect(t, ring, nring, 1) == ncclSuccess);
+  bad += prove(bs, rank, ring, nring, 1, kind);
+
+  /* Call 2, all pairs, in a scrambled order, with a slot size of its own. */
+  int npair = 2 * (n - 1) * j->npairs, k = 0;
+  transport_req_t* pairs = calloc((size_t)npair, sizeof(*pairs));
+  kern_conn_t* pair_out = calloc((size_t)npair, sizeof(*pair_out));
+  for (int c = j->npairs - 1; c >= 0; c--) {
+    for (int d = 1; d < n; d++) {
+      int p = (rank + d) % n;
+      pairs[k] = (transport_req_t){p, 0, c, 1024, &pair_out[k]};
+      k++;
+      pairs[k] = (transport_req_t){p, 1, c, 1024, &pair_out[k]};
+      k++;
+    }
+  }
+  EXPECT(transport_connect(t, pairs, npair, 2) == ncclSuccess);
+  bad += prove(bs, rank, pairs, npair, 2, kind);
+
+  uint64_t dev = 0, host = 0;
+  transport_mem_usage(t, &dev, &host);
+  uint64_t ring_buff = (uint64_t)j->nchan * KERN_NSLOTS * 4096;
+  uint64_t pair_buff = (uint64_t)(n - 1) * j->npairs * KERN_NSLOTS * 1024;
+  if (kind == KERN_TRANSPORT_P2P) {
+    EXPECT(dev >= ring_buff + pair_buff && host == 0);
+  } else {
+    EXPECT(host >= ring_buff + pair_buff && dev == 0);
+  }
+  EXPECT(bootstrap_barrier(bs) == ncclSuccess);
+  transport_destroy(t);
+  EXPECT(bootstrap_close(bs) == ncclSuccess);
+  free(ring);
+  free(ring_out);
+  free(pairs);
+  free(pair_out);
+  free(peers);
+  return bad;
+}
+
+typedef struct {
+  const job_t* j;
+  int rank;
+  int bad;
+} thread_job_t;
+
+static void* thread_rank(void* arg) {
+  thread_job_t* t = (thread_job_t*)arg;
+  t->bad = rank_run(t->rank, t->j);
+  return NULL;
+}
+
+static void job_make(job_t* j, int nranks, int policy, int nchan, int npairs) {
+  memset(j, 0, sizeof(*j));
+  j->nranks = nranks;
+  j->policy = policy;
+  j->kind = policy ? KERN_TRANSPORT_P2P : KERN_TRANSPORT_SHM;
+  j->nchan = nchan;
+  j->npairs = npairs;
+  CHECK_EQ_INT(bootstrap_get_unique_id(&j->id), ncclSuccess);
+}
+
+static void run_threads(int nranks, int policy) {
+  transport_set_cuda_ops(&fake_ops);
+  job_t j;
+  job_make(&j, nranks, policy, 3, 2);
+  thread_job_t t[8];
+  pthread_t th[8];
+  for (int r = 0; r < nranks; r++) {
+    t[r] = (thread_job_t){&j, r, 0};
+    pthread_create(&th[r], NULL, thread_rank, &t[r]);
+  }
+  for (int r = 0; r < nranks; r++) {
+    pthread_join(th[r], NULL);
+    CHECK_EQ_INT(t[r].bad, 0);
+  }
+  CHECK_EQ_INT(fake_live(), 0);
+  CHECK_EQ_INT(own_shm_names(), 0);
+  /* Same process: raw pointers and peer access, never an IPC handle. */
+  if (policy) CHECK_TRUE(atomic_load(&fake_enable_calls) > 0);
+}
+
+static void case_threads_p2p_2(void) { run_threads(2, 1); }
+static void case_threads_p2p_4(void) { run_threads(4, 1); }
+static void case_threads_shm_2(void) { run_threads(2, 0); }
+static void case_threads_shm_4(void) { run_threads(4, 0); }
+
+/* Rank processes: fork, then exec this binary again (no inherited locks of other threads). */
+static int run_procs(const job_t* j) {
+  char hex[2 * sizeof(job_t) + 1];
+  const unsigned char* b = (const unsigned char*)j;
+  for (size_t i = 0; i < sizeof(job_t); i++) sprintf(hex + 2 * i, "%02x", b[i]);
+  pid_t pids[8];
+  fflush(stdout);
+  fflush(stderr);
+  for (int r = 0; r < j->nranks; r++) {
+    char rank_s[16];
+    snprintf(rank_s, sizeof(rank_s), "%d", r);
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      execl("/proc/self/exe", "test-transport", "--rank", rank_s, hex, (char*)NULL);
+      _exit(127);
+    }
+  }
+  int failed = 0;
+  for (int r = 0; r < j->nranks; r++) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      fprintf(stderr, "rank %d (pid %d) failed: status 0x%x\n", r, (int)pids[r], st);
+      failed++;
+    }
+  }
+  return failed;
+}
+
+static int rank_main(const char* rank_s, const char* hex) {
+  job_t j;
+  unsigned char* b = (unsigned char*)&j;
+  if (strlen(hex) != 2 * sizeof(job_t)) return 2;
+  for (size_t i = 0; i < sizeof(job_t); i++) sscanf(hex + 2 * i, "%2hhx", &b[i]);
+  alarm(60);
+  transport_set_cuda_ops(&fake_ops);
+  int rank = atoi(rank_s);
+  int bad = rank_run(rank, &j);
+  t_rank = rank;
+  /* One process per rank: everything is released, and the names were gone at once. */
+  EXPECT(fake_live() == 0);
+  EXPECT(own_shm_names() == 0);
+  EXPECT(atomic_load(&fake_enable_calls) == 0);
+  fflush(stdout);
+  fflush(stderr);
+  return bad == 0 && check_failures_ == 0 ? 0 : 1;
+}
+
+static void run_procs_case(int nranks, int policy) {
+  job_t j;
+  job_make(&j, nranks, policy, 2, 2);
+  CHECK_EQ_INT(run_procs(&j), 0);
+}
+
+static void case_procs_p2p_2(void) { run_procs_case(2, 1); }
+static void case_procs_p2p_3(void) { run_procs_case(3, 1); }
+static void case_procs_shm_2(void) { run_procs_case(2, 0); }
+static void case_procs_shm_3(void) { run_procs_case(3, 0); }
+
+/* ---- Failures both ends agree on ------------------------------------------------------------ */
+
+typedef enum {
+  F_ID,         /* rank 1 receives on another id */
+  F_COUNT,      /* rank 0 asks for one end more */
+  F_SLOT,       /* slot sizes differ */
+  F_SAME_DIR,   /* both send */
+  F_KIND,       /* rank 0 allows p2p, rank 1 does not */
+  F_NET,        /* another host */
+  F_ALLOC,      /* rank 1 cannot allocate its side (before round 1) */
+  F_MAP,        /* rank 0 cannot map rank 1's segment (round 2 tells rank 1) */
+  F_COUNT_ALL
+} fault_t;
+
+typedef struct {
+  fault_t fault;
+  ncclUniqueId id;
+  int rank;
+  ncclResult_t res;
+  char msg[512];
+  int bad;
+} fault_job_t;
+
+static void* fault_rank(void* arg) {
+  fault_job_t* f = (fault_job_t*)arg;
+  int bad = 0, rank = f->rank, peer = 1 - rank;
+  t_rank = rank;
+  fake_dev = rank;
+  bootstrap_t* bs = NULL;
+  EXPECT(bootstrap_init(&f->id, 1, rank, 2, NULL, &bs) == ncclSuccess);
+  if (bs == NULL) {
+    f->bad = bad;
+    return NULL;
+  }
+  transport_peer_t peers[2];
+  for (int r = 0; r < 2; r++)
+    peers[r] = (transport_peer_t){sys_host_hash(), sys_pid_hash(), fake_bus_id(r), r, getpid()};
+  if (f->fault == F_NET) peers[1].host_hash ^= 0x100;
+  int allow = f->fault == F_MAP ? 0 : f->fault == F_KIND ? rank == 0 : 1;
+  transport_t* t = NULL;
+  EXPECT(transport_create(bs, rank, 2, rank, peers, NULL, policy_allow, &allow, &t) ==
+         ncclSuccess);
+  kern_conn_t out[3];
+  memset(out, 0xab, sizeof(out));
+  transport_req_t reqs[3];
+  int n = 2;
+  /* The healthy pair: rank 0 sends id 0 and receives id 1; rank 1 the mirror. */
+  reqs[0] = (transport_req_t){peer, rank == 0, 0, 2048, &out[0]};
+  reqs[1] = (transport_req_t){peer, rank != 0, 1, 2048, &out[1]};
+  if (f->fault == F_ID && rank == 1) reqs[1].id = 5;
+  if (f->fault == F_COUNT && rank == 0) reqs[n++] = (transport_req_t){peer, 1, 9, 2048, &out[2]};
+  if (f->fault == F_SLOT && rank == 1) reqs[0].slot_bytes = 4096;
+  if (f->fault == F_SAME_DIR) reqs[0].is_send = 1, reqs[1].is_send = 1, reqs[1].id = 0;
+  if (f->fault == F_SAME_DIR) n = 1;
+  if (f->fault == F_ALLOC && rank == 1) fake_fail_alloc = 1;
+  if (f->fault == F_MAP && rank == 0) fake_fail_register = 2; /* its own, then rank 1's */
+  err_clear_last();
+  f->res = transport_connect(t, reqs, n, 3);
+  sys_strlcpy(f->msg, err_last(), sizeof(f->msg));
+  /* Nothing handed out, nothing kept. */
+  unsigned char ab[sizeof(out)];
+  memset(ab, 0xab, sizeof(ab));
+  EXPECT(memcmp(out, ab, sizeof(out)) == 0);
+  uint64_t dev = 1, host = 1;
+  transport_mem_usage(t, &dev, &host);
+  EXPECT(dev == 0 && host == 0);
+  /* The bootstrap is still in step: a message with the same tag goes through. */
+  int v = 40 + rank, w = -1;
+  EXPECT(bootstrap_send(bs, peer, 3, &v, sizeof(v)) == ncclSuccess);
+  EXPECT(bootstrap_recv(bs, peer, 3, &w, sizeof(w)) == ncclSuccess);
+  EXPECT(w == 40 + peer);
+  transport_destroy(t);
+  EXPECT(bootstrap_close(bs) == ncclSuccess);
+  f->bad = bad;
+  return NULL;
+}
+
+static void run_fault(fault_t fault, ncclResult_t want0, const char* text0, ncclResult_t want1,
+                      const char* text1) {
+  transport_set_cuda_ops(&fake_ops);
+  fault_job_t f[2];
+  pthread_t th[2];
+  ncclUniqueId id;
+  CHECK_EQ_INT(bootstrap_get_unique_id(&id), ncclSuccess);
+  for (int r = 0; r < 2; r++) {
+    memset(&f[r], 0, sizeof(f[r]));
+    f[r].fault = fault;
+    f[r].id = id;
+    f[r].rank = r;
+    pthread_create(&th[r], NULL, fault_rank, &f[r]);
+  }
+  for (int r = 0; r < 2; r++) {
+    pthread_join(th[r], NULL);
+    CHECK_EQ_INT(f[r].bad, 0);
+  }
+  CHECK_MSG(f[0].res == want0, "fault %d: rank 0 returned %d, expected %d", fault, f[0].res,
+            want0);
+  CHECK_MSG(f[1].res == want1, "fault %d: rank 1 returned %d, expected %d", fault, f[1].res,
+            want1);
+  CHECK_CONTAINS(f[0].msg, text0);
+  CHECK_CONTAINS(f[1].msg, text1);
+  CHECK_EQ_INT(fake_live(), 0);
+  CHECK_EQ_INT(own_shm_names(), 0);
+}
+
+static void case_fault_id(void) {
+  run_fault(F_ID, ncclInternalError, "do not mirror", ncclInternalError, "do not mirror");
+}
+static void case_fault_count(void) {
+  run_fault(F_COUNT, ncclInternalError, "rank 0 connects 3 end(s) with rank 1",
+            ncclInternalError, "rank 1 connects 2 end(s) with rank 0");
+}
+static void case_fault_slot(void) {
+  run_fault(F_SLOT, ncclInternalError, "slot_bytes 2048 on rank 0, 4096 on rank 1",
+            ncclInternalError, "slot_bytes 4096 on rank 1, 2048 on rank 0");
+}
+static void case_fault_same_dir(void) {
+  run_fault(F_SAME_DIR, ncclInternalError, "has no receive end with id 0", ncclInternalError,
+            "has no receive end with id 0");
+}
+static void case_fault_kind(void) {
+  run_fault(F_KIND, ncclInternalError, "rank 0 chose P2P for its connections with rank 1, but "
+            "rank 1 chose SHM", ncclInternalError, "rank 1 chose SHM");
+}
+static void case_fault_net(void) {
+  run_fault(F_NET, ncclInvalidUsage, "rank 0 and 1 are on different hosts; the network "
+            "transport is not built yet (issue 7)", ncclInvalidUsage, "rank 1 and 0 are on "
+            "different hosts");
+}
+static void case_fault_alloc(void) {
+  run_fault(F_ALLOC, ncclRemoteError, "rank 1 could not set up its side", ncclUnhandledCudaError,
+            "fails as the test asked");
+}
+static void case_fault_map(void) {
+  run_fault(F_MAP, ncclUnhandledCudaError, "host_register fails as the test asked",
+            ncclRemoteError, "rank 0 failed to connect with rank 1");
+}
+
+/* A request the core should never make: refused before anything is sent. */
+static void case_fault_requests(void) {
+  transport_set_cuda_ops(&fake_ops);
+  ncclUniqueId id;
+  bootstrap_t* bs = NULL;
+  CHECK_EQ_INT(bootstrap_get_unique_id(&id), ncclSuccess);
+  CHECK_EQ_INT(bootstrap_init(&id, 1, 0, 1, NULL, &bs), ncclSuccess);
+  transport_peer_t peers[2];
+  for (int r = 0; r < 2; r++)
+    peers[r] = (transport_peer_t){sys_host_hash(), sys_pid_hash(), fake_bus_id(r), r, getpid()};
+  transport_t* t = NULL;
+  /* A 2-rank transport over a 1-rank bootstrap: nothing here may reach the wire. */
+  CHECK_EQ_INT(transport_create(bs, 0, 2, 0, peers, NULL, NULL, NULL, &t), ncclSuccess);
+  kern_conn_t out[2];
+  transport_req_t r[2] = {{1, 1, 0, 1024, &out[0]}, {1, 1, 0, 1024, &out[1]}};
+  CHECK_EQ_INT(transport_connect(t, r, 2, 1), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "asks twice for the send end with id 0 for rank 1");
+  transport_req_t bad[] = {{0, 1, 0, 1024, &out[0]},  {2, 1, 0, 1024, &out[0]},
+                           {1, 2, 0, 1024, &out[0]},  {1, 1, 0, 1000, &out[0]},
+                           {1, 1, 0, 0, &out[0]},     {1, 1, 0, 1024, NULL}};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    CHECK_EQ_INT(transport_connect(t, &bad[i], 1, 1), ncclInternalError);
+    CHECK_CONTAINS(err_last(), "is invalid");
+  }
+  CHECK_EQ_INT(transport_connect(t, NULL, 0, 1), ncclSuccess);
+  CHECK_EQ_INT(fake_live(), 0);
+  transport_destroy(t);
+  CHECK_EQ_INT(bootstrap_close(bs), ncclSuccess);
+}
+
+/* NCCL_P2P_DISABLE=1 makes connections between GPUs with peer access go through shm. */
+static void case_knob_connect_shm(void) {
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  transport_set_cuda_ops(&fake_ops);
+  job_t j;
+  job_make(&j, 2, 1, 1, 1);
+  j.kind = KERN_TRANSPORT_SHM; /* the policy allows p2p: the knob alone makes it shm */
+  thread_job_t t[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    t[r] = (thread_job_t){&j, r, 0};
+    pthread_create(&th[r], NULL, thread_rank, &t[r]);
+  }
+  for (int r = 0; r < 2; r++) {
+    pthread_join(th[r], NULL);
+    CHECK_EQ_INT(t[r].bad, 0);
+  }
+  CHECK_EQ_INT(fake_live(), 0);
+}
+
+/* Both transports off: both ranks fail with the knobs named. */
+static void case_knob_connect_none(void) {
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  run_fault(F_ID, ncclInvalidUsage, "unset NCCL_SHM_DISABLE or NCCL_P2P_DISABLE",
+            ncclInvalidUsage, "NCCL_P2P_DISABLE=1");
+}
+
+/* ---- main ----------------------------------------------------------------------------------- */
+
+typedef struct {
+  const char* name;
+  void (*fn)(void);
+} case_t;
+
+static const struct {
+  const char* group;
+  case_t cases[10];
+} groups[] = {
+    {"rules", {{"rule", case_rule}, {"kind", case_kind}}},
+    {"wire", {{"layout", case_layout}, {"wire", case_wire}}},
+    {"shm", {{"segments", case_shm_segments}}},
+    {"threads",
+     {{"p2p-2", case_threads_p2p_2},
+      {"p2p-4", case_threads_p2p_4},
+      {"shm-2", case_threads_shm_2},
+      {"shm-4", case_threads_shm_4}}},
+    {"procs",
+     {{"p2p-2", case_procs_p2p_2},
+      {"p2p-3", case_procs_p2p_3},
+      {"shm-2", case_procs_shm_2},
+      {"shm-3", case_procs_shm_3}}},
+    {"faults",
+     {{"id", case_fault_id},
+      {"count", case_fault_count},
+      {"slot", case_fault_slot},
+      {"same-dir", case_fault_same_dir},
+      {"kind", case_fault_kind},
+      {"net", case_fault_net},
+      {"alloc", case_fault_alloc},
+      {"map", case_fault_map},
+      {"requests", case_fault_requests}}},
+    {"knobs",
+     {{"p2p-off", case_knob_p2p_off},
+      {"shm-off", case_knob_shm_off},
+      {"both-off", case_knob_both_off},
+      {"connect-shm", case_knob_connect_shm},
+      {"connect-none", case_knob_connect_none}}},
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 4 && strcmp(argv[1], "--rank") == 0) return rank_main(argv[2], argv[3]);
+  setenv("NCCL_CONF_FILE", "/nonexistent/choir.conf", 1);
+  setenv("CHOIR_BOOTSTRAP_TIMEOUT", "20", 1);
+  unsetenv("NCCL_P2P_DISABLE");
+  unsetenv("NCCL_SHM_DISABLE");
+  const char* group = argc > 1 ? argv[1] : NULL;
+  for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+    if (group != NULL && strcmp(group, groups[g].group) != 0) continue;
+    for (int c = 0; c < 10 && groups[g].cases[c].name != NULL; c++) {
+      double t0 = now_s();
+      fork_case(groups[g].cases[c].name, groups[g].cases[c].fn);
+      printf("case %s: %.0f ms\n", groups[g].cases[c].name, (now_s() - t0) * 1e3);
+    }
+  }
+  return check_finish(group != NULL ? group : "transport");
+}
