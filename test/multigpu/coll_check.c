@@ -1346,7 +1346,6 @@ static long cc_run_all(struct cc_ctx* ctx) {
 struct cc_proc_arg {
   const struct cc_opts* o;
   int nranks;
-  int nccl_version;
   char result_path[64]; /* where process 0 leaves "cases failed" for the parent */
 };
 
@@ -1376,7 +1375,7 @@ static int cc_proc_main(struct perf_world* w, void* argp) {
   ctx.label = "procs";
   ctx.nranks = a->nranks;
   ctx.nlocal = 1;
-  ctx.nccl_version = a->nccl_version;
+  ncclGetVersion(&ctx.nccl_version);
   /* The parent has checked, in a probe process, that these GPUs exist. */
   cc_ranks_setup(&ctx, w->proc, CC_INIT_GROUP);
   long failed = cc_run_all(&ctx);
@@ -1429,10 +1428,8 @@ static int cc_run_procs(const struct cc_opts* o, long* cases, long* failed) {
   if (n < 0) return -n;
   if (want > 0) n = want;
   if (n > PERF_MAX_PROCS) n = PERF_MAX_PROCS;
-  struct cc_proc_arg a = {o, n, 0, ""};
+  struct cc_proc_arg a = {o, n, ""};
   snprintf(a.result_path, sizeof a.result_path, "/tmp/coll_check.%d.result", (int)getpid());
-  /* ncclGetVersion needs no CUDA. */
-  ncclGetVersion(&a.nccl_version);
   printf("%s: procs: %d processes, one GPU each\n", cc_prog, n);
   fflush(stdout);
   int rc = perf_launch(n, cc_proc_main, &a);
