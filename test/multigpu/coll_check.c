@@ -45,12 +45,12 @@
 #define CC_EXIT_USAGE 2
 #define CC_EXIT_SKIP 77
 
-#define CC_FRONT 256      /* sentinel bytes before every buffer */
-#define CC_GUARD 256      /* sentinel bytes after the span an operation may touch */
-#define CC_SLACK 64       /* room for the unaligned shifts */
-#define CC_NSLOTS 4       /* buffer pairs per rank (groups of several operations) */
-#define CC_NOUT 512       /* check counters per rank */
-#define CC_MAX_SHOW 5     /* wrong elements printed per failing buffer */
+#define CC_FRONT 256  /* sentinel bytes before every buffer */
+#define CC_GUARD 256  /* sentinel bytes after the span an operation may touch */
+#define CC_SLACK 64   /* room for the unaligned shifts */
+#define CC_NSLOTS 4   /* buffer pairs per rank (groups of several operations) */
+#define CC_NOUT 512   /* check counters per rank */
+#define CC_MAX_SHOW 5 /* wrong elements printed per failing buffer */
 #define CC_SHOW_WINDOW 4096
 #define CC_MAX_SIZES 32
 
@@ -75,7 +75,8 @@ static const struct {
   int coll;    /* perf_coll id: buffer layout and expected results */
   int reduces; /* takes an operator */
   int rooted;
-  int inplace; /* 1: out of place and in place, 2: in place only (ncclBcast), 0: out of place only */
+  int inplace; /* 1: out of place and in place, 2: in place only (ncclBcast), 0: out of place only
+                */
 } cc_ops[CC_NOPS] = {
     [CC_ALLREDUCE] = {"allreduce", PERF_ALL_REDUCE, 1, 0, 1},
     [CC_BROADCAST] = {"broadcast", PERF_BROADCAST, 0, 1, 1},
@@ -229,20 +230,20 @@ __attribute__((noreturn, format(printf, 2, 3))) static void cc_die(struct cc_ctx
   exit(CC_EXIT_FAIL);
 }
 
-#define CC_CUDA(ctx, call)                                                                  \
-  do {                                                                                      \
-    cudaError_t e_ = (call);                                                                \
-    if (e_ != cudaSuccess)                                                                  \
-      cc_die((ctx), "%s:%d: %s returned %d (%s)", __FILE__, __LINE__, #call, (int)e_,       \
-             cudaGetErrorString(e_));                                                       \
+#define CC_CUDA(ctx, call)                                                            \
+  do {                                                                                \
+    cudaError_t e_ = (call);                                                          \
+    if (e_ != cudaSuccess)                                                            \
+      cc_die((ctx), "%s:%d: %s returned %d (%s)", __FILE__, __LINE__, #call, (int)e_, \
+             cudaGetErrorString(e_));                                                 \
   } while (0)
 
-#define CC_NCCL(ctx, comm, call)                                                            \
-  do {                                                                                      \
-    ncclResult_t r_ = (call);                                                               \
-    if (r_ != ncclSuccess && r_ != ncclInProgress)                                          \
-      cc_die((ctx), "%s:%d: %s returned %d (%s), last error: '%s'", __FILE__, __LINE__,     \
-             #call, (int)r_, ncclGetErrorString(r_), ncclGetLastError(comm));              \
+#define CC_NCCL(ctx, comm, call)                                                               \
+  do {                                                                                         \
+    ncclResult_t r_ = (call);                                                                  \
+    if (r_ != ncclSuccess && r_ != ncclInProgress)                                             \
+      cc_die((ctx), "%s:%d: %s returned %d (%s), last error: '%s'", __FILE__, __LINE__, #call, \
+             (int)r_, ncclGetErrorString(r_), ncclGetLastError(comm));                         \
   } while (0)
 
 static double cc_now(void) {
@@ -458,8 +459,8 @@ static void cc_issue(struct cc_ctx* ctx, const struct cc_case* cs) {
     ncclResult_t e = cc_issue_rank(ctx, r, cs, r->comm, r->stream);
     if (e != ncclSuccess) {
       cc_describe(what, sizeof what, cs, ctx->nranks);
-      cc_die(ctx, "rank %d: %s: the call returned %d (%s), last error: '%s'", r->rank, what,
-             (int)e, ncclGetErrorString(e), ncclGetLastError(r->comm));
+      cc_die(ctx, "rank %d: %s: the call returned %d (%s), last error: '%s'", r->rank, what, (int)e,
+             ncclGetErrorString(e), ncclGetLastError(r->comm));
     }
   }
   ncclResult_t e = ncclGroupEnd();
@@ -493,8 +494,8 @@ static void cc_wait(struct cc_ctx* ctx, const char* what) {
           ncclResult_t ae = ncclSuccess;
           CC_NCCL(ctx, cc[k], ncclCommGetAsyncError(cc[k], &ae));
           if (ae != ncclSuccess && ae != ncclInProgress)
-            cc_die(ctx, "%s: rank %d: asynchronous error %d (%s), last error: '%s'", what,
-                   r->rank, (int)ae, ncclGetErrorString(ae), ncclGetLastError(cc[k]));
+            cc_die(ctx, "%s: rank %d: asynchronous error %d (%s), last error: '%s'", what, r->rank,
+                   (int)ae, ncclGetErrorString(ae), ncclGetLastError(cc[k]));
         }
       }
     }
@@ -548,8 +549,7 @@ static void cc_show(struct cc_ctx* ctx, struct cc_rank* r, const char* which, co
 /* Queue the checks of one rank's buffers for case cs into counters out[0..4): output elements,
  * sentinels after, sentinels before, send buffer unchanged. */
 static void cc_check_queue(struct cc_ctx* ctx, struct cc_rank* r, const struct cc_case* cs,
-                           const struct perf_gen* g, struct perf_check_out* out,
-                           cudaStream_t st) {
+                           const struct perf_gen* g, struct perf_check_out* out, cudaStream_t st) {
   struct perf_counts c;
   struct perf_expect x;
   size_t elt = ref_type_size(cs->type);
@@ -566,7 +566,7 @@ static void cc_check_queue(struct cc_ctx* ctx, struct cc_rank* r, const struct c
   char* recv = cc_recv(r, cs);
   CC_CUDA(ctx, (cudaError_t)perf_data_guard(recv + cc_span(&c) * elt, CC_GUARD, 0xff, &out[1], st));
   CC_CUDA(ctx, (cudaError_t)perf_data_guard(r->slot[cs->slot].recv_base, CC_FRONT + cs->shift, 0xff,
-                                           &out[2], st));
+                                            &out[2], st));
   /* An out-of-place input is const. */
   if (!cs->inplace && perf_coll_has_input(coll, r->rank, cs->root)) {
     struct perf_expect xi = {PERF_X_COPY_FIXED, r->rank, 1, 0};
@@ -575,8 +575,7 @@ static void cc_check_queue(struct cc_ctx* ctx, struct cc_rank* r, const struct c
   }
 }
 
-static void cc_out_reset(struct cc_ctx* ctx, struct cc_rank* r, int first, int n,
-                         cudaStream_t st) {
+static void cc_out_reset(struct cc_ctx* ctx, struct cc_rank* r, int first, int n, cudaStream_t st) {
   CC_CUDA(ctx, cudaSetDevice(r->dev));
   if (!st) st = r->stream;
   /* nwrong = 0, first = all ones. */
@@ -607,7 +606,8 @@ static int cc_check_report(struct cc_ctx* ctx, const struct cc_case* cs, const s
     cc_layout(r, cs, &c, &in, &o);
     fprintf(stderr, "%s: %s: FAIL %s%s%s: rank %d (device %d):", cc_prog, ctx->label, what,
             tag ? " " : "", tag ? tag : "", r->rank, r->dev);
-    if (h[0].nwrong) fprintf(stderr, " %llu wrong elements (first at %llu)", h[0].nwrong, h[0].first);
+    if (h[0].nwrong)
+      fprintf(stderr, " %llu wrong elements (first at %llu)", h[0].nwrong, h[0].first);
     if (h[1].nwrong)
       fprintf(stderr, " %llu bytes overwritten after the buffer (first at +%llu)", h[1].nwrong,
               h[1].first);
@@ -671,7 +671,8 @@ static int cc_run_case(struct cc_ctx* ctx, struct cc_case cs, int graph_replays)
         CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
         CC_CUDA(ctx, cudaGraphLaunch(ctx->r[i].exec, ctx->r[i].stream));
       }
-      for (int i = 0; i < ctx->nlocal; i++) cc_check_queue(ctx, &ctx->r[i], &cs, &g, ctx->r[i].out, NULL);
+      for (int i = 0; i < ctx->nlocal; i++)
+        cc_check_queue(ctx, &ctx->r[i], &cs, &g, ctx->r[i].out, NULL);
       cc_wait(ctx, what);
       char tag[48];
       snprintf(tag, sizeof tag, "graph replay %d", k);
@@ -692,7 +693,8 @@ static int cc_run_case(struct cc_ctx* ctx, struct cc_case cs, int graph_replays)
     cc_barrier(ctx);
     cc_issue(ctx, &cs);
     /* The checks queue behind the operation on the same stream: no host synchronisation. */
-    for (int i = 0; i < ctx->nlocal; i++) cc_check_queue(ctx, &ctx->r[i], &cs, &g, ctx->r[i].out, NULL);
+    for (int i = 0; i < ctx->nlocal; i++)
+      cc_check_queue(ctx, &ctx->r[i], &cs, &g, ctx->r[i].out, NULL);
     cc_wait(ctx, what);
     bad += cc_check_report(ctx, &cs, &g, 0, NULL);
   }
@@ -865,7 +867,8 @@ static int cc_p2p_all_pairs(struct cc_ctx* ctx, size_t count, uint32_t seed) {
     }
   }
   CC_NCCL(ctx, NULL, ncclGroupEnd());
-  for (int i = 0; i < ctx->nlocal; i++) cc_check_queue(ctx, &ctx->r[i], &cs, &g, ctx->r[i].out, NULL);
+  for (int i = 0; i < ctx->nlocal; i++)
+    cc_check_queue(ctx, &ctx->r[i], &cs, &g, ctx->r[i].out, NULL);
   cc_wait(ctx, "groups: all-pairs send/recv");
   return cc_sum_world(ctx, cc_check_report(ctx, &cs, &g, 0, "(as all-pairs send/recv)")) > 0;
 }
@@ -914,8 +917,8 @@ static void cc_case_groups(struct cc_ctx* ctx) {
     }
     ncclResult_t e = ncclGroupSimulateEnd(&sim);
     if (e != ncclSuccess) {
-      fprintf(stderr, "%s: %s: FAIL groups: ncclGroupSimulateEnd returned %d (%s): '%s'\n",
-              cc_prog, ctx->label, (int)e, ncclGetErrorString(e), ncclGetLastError(NULL));
+      fprintf(stderr, "%s: %s: FAIL groups: ncclGroupSimulateEnd returned %d (%s): '%s'\n", cc_prog,
+              ctx->label, (int)e, ncclGetErrorString(e), ncclGetLastError(NULL));
       bad = 1;
     } else if (sim.estimatedTime == NCCL_UNDEF_FLOAT || !isfinite(sim.estimatedTime) ||
                sim.estimatedTime < 0.0f) {
@@ -1031,8 +1034,8 @@ static void cc_case_streams(struct cc_ctx* ctx) {
       CC_CUDA(ctx, cudaMemcpyAsync(r->aux, cc_recv(r, &cs[it]), c.recv_count * sizeof(float),
                                    cudaMemcpyDeviceToDevice, r->stream));
       perf_coll_expect(cc_ops[cs[it].op].coll, r->rank, ctx->nranks, 0, &c, &x);
-      CC_CUDA(ctx, (cudaError_t)perf_data_check(r->aux, c.recv_count, &g[it], &x,
-                                                &r->out[5 * it], r->stream));
+      CC_CUDA(ctx, (cudaError_t)perf_data_check(r->aux, c.recv_count, &g[it], &x, &r->out[5 * it],
+                                                r->stream));
       /* And a check kernel directly on the result. */
       cc_check_queue(ctx, r, &cs[it], &g[it], &r->out[5 * it + 1], NULL);
     }
@@ -1115,7 +1118,8 @@ static void cc_case_nonblocking(struct cc_ctx* ctx) {
     for (int i = 0; i < ctx->nlocal; i++) cc_settle(ctx, ctx->r[i].comm, "nonblocking: premulsum");
     cc_issue(ctx, cs);
     for (int i = 0; i < ctx->nlocal; i++) cc_settle(ctx, ctx->r[i].comm, "nonblocking: operation");
-    for (int i = 0; i < ctx->nlocal; i++) cc_check_queue(ctx, &ctx->r[i], cs, &g, ctx->r[i].out, NULL);
+    for (int i = 0; i < ctx->nlocal; i++)
+      cc_check_queue(ctx, &ctx->r[i], cs, &g, ctx->r[i].out, NULL);
     cc_wait(ctx, "nonblocking");
     int bad = cc_check_report(ctx, cs, &g, 0, "(non-blocking communicator)");
     cc_premul_destroy(ctx);
@@ -1172,9 +1176,9 @@ static void cc_case_multicomm(struct cc_ctx* ctx) {
       for (int i = 0; i < ctx->nlocal; i++) {
         struct cc_rank* r = &ctx->r[i];
         CC_CUDA(ctx, cudaSetDevice(r->dev));
-        CC_NCCL(ctx, r->comm,
-                cc_issue_rank(ctx, r, cs, use_b ? r->comm2 : r->comm,
-                              use_b ? r->stream2 : r->stream));
+        CC_NCCL(
+            ctx, r->comm,
+            cc_issue_rank(ctx, r, cs, use_b ? r->comm2 : r->comm, use_b ? r->stream2 : r->stream));
       }
       CC_NCCL(ctx, NULL, ncclGroupEnd());
       for (int i = 0; i < ctx->nlocal; i++)
@@ -1216,9 +1220,9 @@ static void cc_case_unaligned(struct cc_ctx* ctx) {
           for (int ip = 0; ip < 2; ip++) {
             if (ip == 0 && cc_ops[op].inplace == 2) continue;
             if (ip == 1 && cc_ops[op].inplace == 0) continue;
-            struct cc_case cs = cc_mk(op, t, REF_SUM, counts[ci], ip, ctx->nranks - 1,
-                                      s + (uint32_t)(op * 1000 + t * 50 + (int)ci * 7 + (int)si),
-                                      0);
+            struct cc_case cs =
+                cc_mk(op, t, REF_SUM, counts[ci], ip, ctx->nranks - 1,
+                      s + (uint32_t)(op * 1000 + t * 50 + (int)ci * 7 + (int)si), 0);
             cs.shift = shift;
             cc_count(ctx, CC_CASE_UNALIGNED, op, cc_run_case(ctx, cs, 0));
           }
@@ -1332,8 +1336,8 @@ static long cc_run_all(struct cc_ctx* ctx) {
                ctx->op_stat[op].cases, ctx->op_stat[op].failed);
     for (int k = 1; k < CC_NCASES; k++)
       if (ctx->case_stat[k].cases)
-        printf("coll-check: %s: case %-11s %6ld cases, %ld failed\n", ctx->label,
-               cc_case_names[k], ctx->case_stat[k].cases, ctx->case_stat[k].failed);
+        printf("coll-check: %s: case %-11s %6ld cases, %ld failed\n", ctx->label, cc_case_names[k],
+               ctx->case_stat[k].cases, ctx->case_stat[k].failed);
     printf("coll-check: %s: %ld cases, %ld failed, %d ranks, %.1f s\n", ctx->label, cases, failed,
            ctx->nranks, cc_now() - t0);
     fflush(stdout);
@@ -1476,38 +1480,39 @@ static int cc_run_threads(const struct cc_opts* o, int init, long* cases, long* 
 /* ---- Command line ---- */
 
 static void cc_usage(FILE* f) {
-  fprintf(f,
-          "usage: %s [options]\n"
-          "  -g, --ngpus N      ranks (GPUs); default $CHOIR_TEST_NDEV, else every visible GPU\n"
-          "  --mode LIST        threads (one process drives every GPU) and/or procs (one process\n"
-          "                     per GPU); default threads\n"
-          "  --init LIST        threads mode: all (ncclCommInitAll) and/or group (ncclCommInitRank\n"
-          "                     per GPU in a group); default all\n"
-          "  --quick | --full   the matrix: quick (default) or the whole bar of issue 6\n"
-          "  --ops LIST         allreduce broadcast bcast reduce allgather reducescatter alltoall\n"
-          "                     gather scatter sendrecv, or all\n"
-          "  --types LIST       int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
-          "                     f8e4m3 f8e5m2, or all (fp8 only on sm_90+ with NCCL >= 2.24)\n"
-          "  --redops LIST      sum prod max min avg premulsum (= premul-host,premul-dev), or all\n"
-          "  --sizes LIST       counts: N elements, or NB/NKB/NMB/NGB bytes (count = bytes / size)\n"
-          "  --big-sizes LIST   sizes run only for --big-types (full: 64MB,1GB)\n"
-          "  --big-types LIST   (full: float,int32)\n"
-          "  --inplace 0|1|both placements (default both)\n"
-          "  --root R|all|ends|last  roots of rooted operations (quick: last, full: ends)\n"
-          "  --graph N          capture every matrix case in a CUDA graph, replay it N times\n"
-          "  --replays N        replays of the graph case (default 50)\n"
-          "  --case LIST        matrix groups graph nonblocking streams multicomm unaligned zero,\n"
-          "                     or all (every case but the matrix); default matrix\n"
-          "  --exact            floating-point reductions also on exactly representable data\n"
-          "  --seed S  --timeout SECONDS (per wait, default 300)  -v, --verbose  -h, --help\n",
-          cc_prog);
+  fprintf(
+      f,
+      "usage: %s [options]\n"
+      "  -g, --ngpus N      ranks (GPUs); default $CHOIR_TEST_NDEV, else every visible GPU\n"
+      "  --mode LIST        threads (one process drives every GPU) and/or procs (one process\n"
+      "                     per GPU); default threads\n"
+      "  --init LIST        threads mode: all (ncclCommInitAll) and/or group (ncclCommInitRank\n"
+      "                     per GPU in a group); default all\n"
+      "  --quick | --full   the matrix: quick (default) or the whole bar of issue 6\n"
+      "  --ops LIST         allreduce broadcast bcast reduce allgather reducescatter alltoall\n"
+      "                     gather scatter sendrecv, or all\n"
+      "  --types LIST       int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
+      "                     f8e4m3 f8e5m2, or all (fp8 only on sm_90+ with NCCL >= 2.24)\n"
+      "  --redops LIST      sum prod max min avg premulsum (= premul-host,premul-dev), or all\n"
+      "  --sizes LIST       counts: N elements, or NB/NKB/NMB/NGB bytes (count = bytes / size)\n"
+      "  --big-sizes LIST   sizes run only for --big-types (full: 64MB,1GB)\n"
+      "  --big-types LIST   (full: float,int32)\n"
+      "  --inplace 0|1|both placements (default both)\n"
+      "  --root R|all|ends|last  roots of rooted operations (quick: last, full: ends)\n"
+      "  --graph N          capture every matrix case in a CUDA graph, replay it N times\n"
+      "  --replays N        replays of the graph case (default 50)\n"
+      "  --case LIST        matrix groups graph nonblocking streams multicomm unaligned zero,\n"
+      "                     or all (every case but the matrix); default matrix\n"
+      "  --exact            floating-point reductions also on exactly representable data\n"
+      "  --seed S  --timeout SECONDS (per wait, default 300)  -v, --verbose  -h, --help\n",
+      cc_prog);
 }
 
 /* Split a comma list; calls fn(ctx, item) for each; returns -1 on the first bad item. */
 static int cc_list(const char* s, int (*fn)(void*, const char*), void* arg) {
   char buf[512];
   snprintf(buf, sizeof buf, "%s", s);
-  for (char* save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
     if (fn(arg, tok)) {
       fprintf(stderr, "%s: unknown item '%s' in '%s'\n", cc_prog, tok, s);
       return -1;
@@ -1648,20 +1653,28 @@ static int cc_parse(struct cc_opts* o, int argc, char** argv) {
     O_SEED,
     O_TIMEOUT
   };
-  static const struct option longs[] = {
-      {"ngpus", required_argument, 0, 'g'},      {"mode", required_argument, 0, O_MODE},
-      {"init", required_argument, 0, O_INIT},    {"quick", no_argument, 0, O_QUICK},
-      {"full", no_argument, 0, O_FULL},          {"ops", required_argument, 0, O_OPS},
-      {"types", required_argument, 0, O_TYPES},  {"redops", required_argument, 0, O_REDOPS},
-      {"sizes", required_argument, 0, O_SIZES},  {"big-sizes", required_argument, 0, O_BIG_SIZES},
-      {"big-types", required_argument, 0, O_BIG_TYPES},
-      {"inplace", required_argument, 0, O_INPLACE},
-      {"root", required_argument, 0, O_ROOT},    {"graph", required_argument, 0, O_GRAPH},
-      {"replays", required_argument, 0, O_REPLAYS},
-      {"case", required_argument, 0, O_CASE},    {"exact", no_argument, 0, O_EXACT},
-      {"seed", required_argument, 0, O_SEED},    {"timeout", required_argument, 0, O_TIMEOUT},
-      {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+  static const struct option longs[] = {{"ngpus", required_argument, 0, 'g'},
+                                        {"mode", required_argument, 0, O_MODE},
+                                        {"init", required_argument, 0, O_INIT},
+                                        {"quick", no_argument, 0, O_QUICK},
+                                        {"full", no_argument, 0, O_FULL},
+                                        {"ops", required_argument, 0, O_OPS},
+                                        {"types", required_argument, 0, O_TYPES},
+                                        {"redops", required_argument, 0, O_REDOPS},
+                                        {"sizes", required_argument, 0, O_SIZES},
+                                        {"big-sizes", required_argument, 0, O_BIG_SIZES},
+                                        {"big-types", required_argument, 0, O_BIG_TYPES},
+                                        {"inplace", required_argument, 0, O_INPLACE},
+                                        {"root", required_argument, 0, O_ROOT},
+                                        {"graph", required_argument, 0, O_GRAPH},
+                                        {"replays", required_argument, 0, O_REPLAYS},
+                                        {"case", required_argument, 0, O_CASE},
+                                        {"exact", no_argument, 0, O_EXACT},
+                                        {"seed", required_argument, 0, O_SEED},
+                                        {"timeout", required_argument, 0, O_TIMEOUT},
+                                        {"verbose", no_argument, 0, 'v'},
+                                        {"help", no_argument, 0, 'h'},
+                                        {0, 0, 0, 0}};
   int full = 0, modes = 0, inits = 0, have_ops = 0, have_types = 0, have_reds = 0, have_cases = 0;
   int have_sizes = 0, have_big = 0, have_big_types = 0, have_root = 0;
   const char *sizes = NULL, *big = NULL;

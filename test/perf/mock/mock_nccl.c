@@ -472,7 +472,7 @@ ncclResult_t ncclAllReduce(const void* s, void* r, size_t n, ncclDataType_t t, n
 }
 
 ncclResult_t ncclBcast(void* buff, size_t n, ncclDataType_t t, int root, ncclComm_t comm,
-                      cudaStream_t st) {
+                       cudaStream_t st) {
   return mock_call(MOCK_BROADCAST, buff, buff, n, t, ncclSum, root, -1, comm, st);
 }
 
