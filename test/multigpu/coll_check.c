@@ -1080,10 +1080,21 @@ static void cc_comm_create(struct cc_ctx* ctx, ncclComm_t* comms, int blocking) 
     for (int i = 0; i < ctx->nlocal; i++) cc_settle(ctx, comms[i], "non-blocking init");
 }
 
-static void cc_comm_free(struct cc_ctx* ctx, ncclComm_t comm, int blocking) {
-  CC_NCCL(ctx, comm, ncclCommFinalize(comm));
-  if (!blocking) cc_settle(ctx, comm, "non-blocking finalize");
-  CC_NCCL(ctx, comm, ncclCommDestroy(comm));
+/* Release the local ranks' communicators comms[0..nlocal). Blocking ones are destroyed one after
+ * the other, as nccl-tests does. Non-blocking ones are all finalized first (each call returns at
+ * once), then polled until the finalization is done, then destroyed. */
+static void cc_comms_free(struct cc_ctx* ctx, ncclComm_t* comms, int blocking) {
+  if (!blocking) {
+    for (int i = 0; i < ctx->nlocal; i++) {
+      CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
+      CC_NCCL(ctx, comms[i], ncclCommFinalize(comms[i]));
+    }
+    for (int i = 0; i < ctx->nlocal; i++) cc_settle(ctx, comms[i], "non-blocking finalize");
+  }
+  for (int i = 0; i < ctx->nlocal; i++) {
+    CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
+    CC_NCCL(ctx, comms[i], ncclCommDestroy(comms[i]));
+  }
 }
 
 /* config.blocking = 0: every call may return ncclInProgress; ncclCommGetAsyncError is polled until
@@ -1126,11 +1137,8 @@ static void cc_case_nonblocking(struct cc_ctx* ctx) {
     for (int i = 0; i < ctx->nlocal; i++) cc_settle(ctx, ctx->r[i].comm, "nonblocking: destroy op");
     cc_count(ctx, CC_CASE_NONBLOCKING, -1, cc_sum_world(ctx, bad) > 0);
   }
-  for (int i = 0; i < ctx->nlocal; i++) {
-    ctx->r[i].comm = keep[i];
-    CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
-    cc_comm_free(ctx, nb[i], 0);
-  }
+  for (int i = 0; i < ctx->nlocal; i++) ctx->r[i].comm = keep[i];
+  cc_comms_free(ctx, nb, 0);
   free(nb);
   free(keep);
 }
@@ -1198,8 +1206,8 @@ static void cc_case_multicomm(struct cc_ctx* ctx) {
     CC_CUDA(ctx, cudaStreamDestroy(r->stream2));
     r->stream2 = NULL;
     r->comm2 = NULL;
-    cc_comm_free(ctx, second[i], 1);
   }
+  cc_comms_free(ctx, second, 1);
   free(second);
 }
 
@@ -1294,10 +1302,14 @@ static void cc_ranks_setup(struct cc_ctx* ctx, int first_dev, int init) {
 }
 
 static void cc_ranks_teardown(struct cc_ctx* ctx) {
+  ncclComm_t* comms = calloc((size_t)ctx->nlocal, sizeof *comms);
+  if (!comms) cc_die(ctx, "out of memory");
+  for (int i = 0; i < ctx->nlocal; i++) comms[i] = ctx->r[i].comm;
+  cc_comms_free(ctx, comms, 1);
+  free(comms);
   for (int i = 0; i < ctx->nlocal; i++) {
     struct cc_rank* r = &ctx->r[i];
     CC_CUDA(ctx, cudaSetDevice(r->dev));
-    cc_comm_free(ctx, r->comm, 1);
     for (int s = 0; s < CC_NSLOTS; s++) {
       if (r->slot[s].send_base) CC_CUDA(ctx, cudaFree(r->slot[s].send_base));
       if (r->slot[s].recv_base) CC_CUDA(ctx, cudaFree(r->slot[s].recv_base));
