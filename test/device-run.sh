@@ -8,8 +8,17 @@
 #   compare:OPS  test/perf/compare, Choir vs NVIDIA NCCL
 #   plugins    Choir's tuner and profiler plugins loaded into NVIDIA's NCCL, all_reduce on NGPUS
 #   sanitize   compute-sanitizer memcheck and racecheck on the kernel checker
+#   check[:ARGS]  the correctness suite (test/multigpu/coll_check) over the bar's configurations:
+#              2 and NGPUS GPUs (NGPUS >= 4: also 4), one process (threads) and one process per
+#              GPU (procs), p2p and NCCL_P2P_DISABLE=1, CUDA-graph replays, and the semantic
+#              cases; ARGS replace the default --quick of the matrix runs, '+' for a space
+#              (check:--full, check:--ops=allreduce,sendrecv+--sizes=1,1MB).
+#              LIB=choir (default: BUILD) or LIB=nvidia picks the library; a table goes into the
+#              summary. CHECK_CONFIGS narrows the configs (e.g. "2:threads:p2p 4:procs:shm").
+#   sanitize-check  compute-sanitizer memcheck and racecheck on a 2-GPU quick subset of coll_check
 # Environment: NGPUS (default: all), BUILD (default build-dev), PERF_ARGS (perf options),
 # REF_TOPO (ranks of ref runs, default "-g NGPUS"; e.g. "-p 4"), REF_TAG (log name suffix),
+# LIB (check steps: choir or nvidia), CHECK_CONFIGS, CHECK_TIMEOUT (seconds per run, default 900),
 # OUT (where logs and tables go; the device tool provides it).
 #   test/device-run.sh build gpu init
 set -uo pipefail
@@ -109,6 +118,62 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         timeout 280 compute-sanitizer --tool "$tool" --error-exitcode 9 \
           "$build/test/gpu/test-kern-reduce-copy" --quick >"$out/sanitize-$tool.log" 2>&1
         note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool.log" | tail -1) $(tail -1 "$out/sanitize-$tool.log" | cut -c1-80)"
+      done
+      ;;
+    check | check:*)
+      args="--quick"
+      [ "$step" != check ] && args=${step#check:} && args=${args//+/ }
+      case "${LIB:-choir}" in
+        nvidia) libdir="$ref_lib" ;;
+        choir) libdir="$PWD/$build" ;;
+        *) note "check: LIB must be choir or nvidia, not '$LIB'"; continue ;;
+      esac
+      exe="$build/test/multigpu/coll_check"
+      configs=${CHECK_CONFIGS:-}
+      if [ -z "$configs" ]; then
+        sizes="2"
+        [ "$ngpus" -ge 4 ] && sizes="$sizes 4"
+        [ "$ngpus" -gt 4 ] && sizes="$sizes $ngpus"
+        for n in $sizes; do
+          for mode in threads procs; do
+            for tr in p2p shm; do configs="$configs $n:$mode:$tr"; done
+          done
+          configs="$configs $n:threads:graph $n:threads:semantics $n:procs:semantics"
+        done
+      fi
+      note "check (${LIB:-choir}, $args):"
+      note "$(printf '  %-6s %-8s %-10s %-8s %8s %8s %7s' gpus mode transport rc cases failed secs)"
+      for cfg in $configs; do
+        IFS=: read -r n mode tr <<<"$cfg"
+        [ "$n" -gt "$ngpus" ] && continue
+        extra=() envs=()
+        case "$tr" in
+          shm) envs=(NCCL_P2P_DISABLE=1) ;;
+          graph) extra=(--graph 3) ;;
+          semantics) extra=(--case all) ;;
+        esac
+        if [ "$tr" = semantics ]; then runargs=("${extra[@]}"); else runargs=($args ${extra[@]+"${extra[@]}"}); fi
+        log="$out/check-${LIB:-choir}-$n-$mode-$tr.log"
+        t0=$(date +%s)
+        env ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$libdir" CHOIR_TEST_NDEV="$n" \
+          timeout "${CHECK_TIMEOUT:-900}" "$exe" --mode "$mode" "${runargs[@]}" >"$log" 2>&1
+        rc=$?
+        res=$(grep -E '^coll-check: [0-9]+ cases' "$log" | tail -1)
+        c=$(echo "$res" | awk '{print $2}') f=$(echo "$res" | awk '{print $4}')
+        note "$(printf '  %-6s %-8s %-10s %-8s %8s %8s %7s' "$n" "$mode" "$tr" "$rc" "${c:--}" "${f:--}" $(( $(date +%s) - t0 )))"
+        if [ "$rc" != 0 ]; then
+          grep -m3 -E 'FAIL|skipped' "$log" | cut -c1-200 | sed 's/^/      /' | tee -a "$summary"
+        fi
+      done
+      ;;
+    sanitize-check)
+      exe="$build/test/multigpu/coll_check"
+      case "${LIB:-choir}" in nvidia) libdir="$ref_lib" ;; *) libdir="$PWD/$build" ;; esac
+      for tool in memcheck racecheck; do
+        LD_LIBRARY_PATH="$libdir" CHOIR_TEST_NDEV=2 timeout 580 compute-sanitizer --tool "$tool" \
+          --error-exitcode 9 --target-processes all "$exe" --mode threads --sizes 1,1023,65539 \
+          --types float,int8,bfloat16 --redops sum,premul-dev >"$out/sanitize-check-$tool.log" 2>&1
+        note "compute-sanitizer $tool on coll_check (${LIB:-choir}): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-check-$tool.log" | tail -1) $(grep -E '^coll-check: [0-9]+ cases' "$out/sanitize-check-$tool.log" | tail -1)"
       done
       ;;
     *)

@@ -10,6 +10,10 @@
  * operation on that stream is a harness bug that the mock reports and aborts on. Captured
  * streams record NCCL calls; launching the graph posts them again.
  *
+ * A communicator created with config.blocking = 0 reports ncclInProgress from
+ * ncclCommGetAsyncError for two polls after each call (init, operations, finalize), so that callers'
+ * polling loops run. ncclGroupSimulateEnd closes the group and reports an estimate of 1 us.
+ *
  * Faults, from the environment (to prove that the perf tools notice them):
  *   MOCK_CUDA_DEVICES=N        number of devices (default 8; 0: cudaGetDeviceCount fails)
  *   MOCK_NCCL_CORRUPT=1        every collective writes a wrong value into the last rank's output

@@ -56,6 +56,8 @@ struct ncclComm {
   int dev;
   unsigned long long next_seq;
   int posted_any;
+  int nonblocking; /* config.blocking = 0: calls leave work "in progress" for a few polls */
+  int in_progress;
   struct mock_redop ops[MOCK_MAX_OPS];
 };
 
@@ -262,6 +264,7 @@ static ncclResult_t mock_call(int kind, const void* send, void* recv, size_t cou
   struct mock_call c = {
       kind, send, recv,  count, (int)type, reduces ? (int)op : 0, rooted ? root : -1,
       peer, comm, stream};
+  if (comm->nonblocking) comm->in_progress = 2;
   mock_lock();
   mock_nccl_post(&c);
   mock_unlock();
@@ -389,9 +392,29 @@ static ncclResult_t mock_leave(ncclComm_t comm) {
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { return mock_leave(comm); }
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (!comm) return mock_error(ncclInvalidArgument, "NULL communicator");
+  if (comm->nonblocking) comm->in_progress = 2;
+  return comm->nonblocking ? ncclInProgress : ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t* config) {
+  mock_init_hang();
+  ncclResult_t r = mock_join(comm, id.internal, nranks, rank, mock_current_device());
+  if (r != ncclSuccess || !config || config->blocking) return r;
+  (*comm)->nonblocking = 1;
+  (*comm)->in_progress = 2;
+  return mock_group_depth ? ncclSuccess : ncclInProgress;
+}
 ncclResult_t ncclCommAbort(ncclComm_t comm) { return mock_leave(comm); }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* err) {
+  if (comm->in_progress > 0) {
+    comm->in_progress--;
+    *err = ncclInProgress;
+    return ncclSuccess;
+  }
   *err =
       mock_env_int("MOCK_NCCL_ASYNC_ERROR", 0) && comm->posted_any ? ncclSystemError : ncclSuccess;
   return ncclSuccess;
@@ -406,6 +429,16 @@ ncclResult_t ncclGroupEnd(void) {
   if (mock_group_depth == 0)
     return mock_error(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   mock_group_depth--;
+  return ncclSuccess;
+}
+
+/* The mock runs every operation when it is posted: nothing is left to simulate or discard. */
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
+  if (!info) return mock_error(ncclInvalidArgument, "NULL simInfo");
+  if (mock_group_depth == 0)
+    return mock_error(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
+  mock_group_depth--;
+  info->estimatedTime = 1.0f;
   return ncclSuccess;
 }
 
@@ -436,6 +469,11 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 ncclResult_t ncclAllReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t st) {
   return mock_call(MOCK_ALLREDUCE, s, r, n, t, op, -1, -1, comm, st);
+}
+
+ncclResult_t ncclBcast(void* buff, size_t n, ncclDataType_t t, int root, ncclComm_t comm,
+                       cudaStream_t st) {
+  return mock_call(MOCK_BROADCAST, buff, buff, n, t, ncclSum, root, -1, comm, st);
 }
 
 ncclResult_t ncclAllGather(const void* s, void* r, size_t n, ncclDataType_t t, ncclComm_t comm,
