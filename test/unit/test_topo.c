@@ -121,6 +121,26 @@ static void test_unknown_kept(void) {
   topo_xml_free(x);
 }
 
+/* Every prefix of a real file either parses or fails with a message; never crashes (run under
+ * the sanitizers in CI). */
+static void test_truncated(void) {
+  FILE* f = fopen(data_path("h200x4-handmade.xml"), "rb");
+  CHECK_TRUE(f != NULL);
+  if (f == NULL) return;
+  static char buf[16384];
+  size_t len = fread(buf, 1, sizeof(buf), f);
+  fclose(f);
+  int ok = 0;
+  for (size_t n = 0; n < len; n++) {
+    topo_xml_node_t* x = NULL;
+    ncclResult_t r = topo_xml_parse(buf, n, "prefix", &x);
+    CHECK_MSG(r == ncclSuccess || r == ncclInvalidArgument, "prefix %zu: %d", n, r);
+    ok += r == ncclSuccess;
+    topo_xml_free(x);
+  }
+  CHECK_EQ_INT(ok, 1); /* only the file less its final newline is complete */
+}
+
 static void expect_malformed(const char* text, const char* needle) {
   topo_xml_node_t* x = NULL;
   err_clear_last();
@@ -670,6 +690,7 @@ int main(int argc, char** argv) {
   CHECK_TRUE(nfix >= 1);
   test_unknown_kept();
   test_malformed();
+  test_truncated();
   test_h200();
   test_pcie_paths_and_levels();
   test_detect_sysfs();
