@@ -78,15 +78,15 @@ PARAM_STR(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", NULL,
 PARAM_INT(TOPO_DUMP_FILE_RANK, "NCCL_TOPO_DUMP_FILE_RANK", 0,
           "the rank that writes NCCL_TOPO_DUMP_FILE")
 PARAM_STR(P2P_LEVEL, "NCCL_P2P_LEVEL", NULL,
-          "farthest path for peer-to-peer between GPUs: LOC, NVL, PIX, PXB, PHB or SYS (or 0..5); "
-          "unset: as far as PHB on the same CPU, NVLink always")
+          "farthest path for peer-to-peer between GPUs: LOC, NVL, PIX, PXB, PHB or SYS (or legacy "
+          "0..4); unset: SYS, but PXB on ARM and Intel/Zhaoxin x86 CPUs; NVLink always")
 PARAM_INT(P2P_DISABLE, "NCCL_P2P_DISABLE", 0,
           "1: never use peer-to-peer between GPUs (shared host memory or the network instead)")
 PARAM_INT(SHM_DISABLE, "NCCL_SHM_DISABLE", 0,
           "1: never use the shared-memory transport between processes of one host")
 PARAM_STR(NET_GDR_LEVEL, "NCCL_NET_GDR_LEVEL", NULL,
           "farthest path between NIC and GPU for GPUDirect RDMA: LOC, PIX, PXB, PHB or SYS (or "
-          "0..5); unset: PXB")
+          "legacy 0..4); unset: PXB")
 PARAM_INT(NET_GDR_READ, "NCCL_NET_GDR_READ", -1,
           "1: send from GPU memory directly (GPUDirect read) when GDR is allowed; 0: stage sends "
           "in host memory; -1: decided by the topology")
