@@ -68,19 +68,19 @@ typedef struct graph_limits {
 #define GRAPH_NODE_RESULT_MAGIC 0x43475231u /* "CGR1" */
 typedef struct graph_node_result {
   uint32_t magic;
-  int32_t node;        /* node index this result describes */
-  int32_t ngpus;       /* GPUs in every channel chain */
-  int32_t nchannels;   /* search channels, >= 1 */
-  int32_t cross_nic;   /* 1: some channel leaves through another NET than it entered */
-  int32_t min_sm;      /* lowest GPU generation of the node (duplication rule) */
-  int32_t type_intra;  /* farthest topo_path_type_t between consecutive GPUs */
-  int32_t type_inter;  /* farthest GPU<->NET path type; TOPO_PATH_LOC when single-node */
-  float bw_intra;      /* GB/s per search channel */
-  float bw_inter;      /* GB/s per search channel through the NETs (0 single-node) */
+  int32_t node;       /* node index this result describes */
+  int32_t ngpus;      /* GPUs in every channel chain */
+  int32_t nchannels;  /* search channels, >= 1 */
+  int32_t cross_nic;  /* 1: some channel leaves through another NET than it entered */
+  int32_t min_sm;     /* lowest GPU generation of the node (duplication rule) */
+  int32_t type_intra; /* farthest topo_path_type_t between consecutive GPUs */
+  int32_t type_inter; /* farthest GPU<->NET path type; TOPO_PATH_LOC when single-node */
+  float bw_intra;     /* GB/s per search channel */
+  float bw_inter;     /* GB/s per search channel through the NETs (0 single-node) */
   struct {
     uint8_t gpu[GRAPH_MAX_LOCAL_GPUS]; /* chain order: gpu[0] is where the ring enters */
-    int16_t net_in;                   /* NET the ring enters through, -1 single-node */
-    int16_t net_out;                  /* NET the ring leaves through, -1 single-node */
+    int16_t net_in;                    /* NET the ring enters through, -1 single-node */
+    int16_t net_out;                   /* NET the ring leaves through, -1 single-node */
   } channel[GRAPH_MAX_SEARCH_CHANNELS];
 } graph_node_result_t;
 
@@ -96,27 +96,27 @@ typedef struct graph_tree {
 typedef struct graph {
   int nranks;
   int nnodes;
-  int nchannels;          /* channels the kernels run, in [1, GRAPH_MAX_CHANNELS] */
-  int search_nchannels;   /* channels the search found (before duplication and limits) */
-  float search_bw;        /* GB/s per search channel (min of intra and inter) */
-  float bw_intra;         /* GB/s each of the nchannels channels can carry inside a node */
-  float bw_inter;         /* same through the network; 0 single-node */
-  int type_intra;         /* topo_path_type_t, farthest hop between GPUs */
-  int type_inter;         /* topo_path_type_t, farthest GPU<->NET hop; LOC single-node */
+  int nchannels;        /* channels the kernels run, in [1, GRAPH_MAX_CHANNELS] */
+  int search_nchannels; /* channels the search found (before duplication and limits) */
+  float search_bw;      /* GB/s per search channel (min of intra and inter) */
+  float bw_intra;       /* GB/s each of the nchannels channels can carry inside a node */
+  float bw_inter;       /* same through the network; 0 single-node */
+  int type_intra;       /* topo_path_type_t, farthest hop between GPUs */
+  int type_inter;       /* topo_path_type_t, farthest GPU<->NET hop; LOC single-node */
   int cross_nic;
-  int from_env;           /* 1: rings from NCCL_RINGS */
-  int32_t* rings;         /* nchannels x nranks: ranks in ring order (rank i sends to i+1) */
-  graph_tree_t* trees;    /* nchannels x nranks: tree links of rank r at [c * nranks + r] */
-  int32_t* tree_root;     /* nchannels: the rank with up == -1 */
-  int32_t* net_in;        /* nchannels x nnodes: NET the ring enters node n by (-1: none/any) */
-  int32_t* net_out;       /* nchannels x nnodes */
+  int from_env;        /* 1: rings from NCCL_RINGS */
+  int32_t* rings;      /* nchannels x nranks: ranks in ring order (rank i sends to i+1) */
+  graph_tree_t* trees; /* nchannels x nranks: tree links of rank r at [c * nranks + r] */
+  int32_t* tree_root;  /* nchannels: the rank with up == -1 */
+  int32_t* net_in;     /* nchannels x nnodes: NET the ring enters node n by (-1: none/any) */
+  int32_t* net_out;    /* nchannels x nnodes */
 } graph_t;
 
 /* Search this node. sys: the node's model; ranks: all nranks ranks of the communicator; node:
  * which node sys describes; nnodes: how many nodes the communicator spans (> 1 makes the search
  * route every channel through this node's NET devices). Fills *res_p. */
-ncclResult_t graph_search_node(const topo_system_t* sys, const graph_rank_info_t* ranks,
-                               int nranks, int node, int nnodes, graph_node_result_t* res_p);
+ncclResult_t graph_search_node(const topo_system_t* sys, const graph_rank_info_t* ranks, int nranks,
+                               int node, int nnodes, graph_node_result_t* res_p);
 
 /* Combine per-node results (results[n] for node n, n < nnodes) into global rings and trees and
  * apply NCCL_RINGS, the channel limits and duplication. Pure: the same inputs (and knobs) give

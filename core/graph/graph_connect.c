@@ -72,10 +72,16 @@ ncclResult_t graph_rings_parse(const char* str, int nranks, int32_t* rings, int*
     if (*p >= '0' && *p <= '9') {
       char* end;
       long v = strtol(p, &end, 10);
-      if (v >= nranks || len >= nranks || seen[v]) {
-        WARN("NCCL_RINGS=\"%s\": ring %d %s rank %ld (the communicator has ranks 0..%d, each "
-             "once per ring)", str, n, v >= nranks ? "names the unknown" : "repeats", v,
-             nranks - 1);
+      if (len >= nranks) {
+        WARN("NCCL_RINGS=\"%s\": ring %d names more than the communicator's %d ranks", str, n,
+             nranks);
+        goto fail;
+      }
+      if (v >= nranks || seen[v]) {
+        WARN(
+            "NCCL_RINGS=\"%s\": ring %d %s rank %ld (the communicator has ranks 0..%d, each "
+            "once per ring)",
+            str, n, v >= nranks ? "names the unknown" : "repeats", v, nranks - 1);
         goto fail;
       }
       if (n >= GRAPH_MAX_CHANNELS) {
@@ -89,8 +95,8 @@ ncclResult_t graph_rings_parse(const char* str, int nranks, int32_t* rings, int*
     }
     if (*p == '|' || *p == '\0') {
       if (len != nranks) {
-        WARN("NCCL_RINGS=\"%s\": ring %d has %d ranks, every ring must name all %d ranks", str,
-             n, len, nranks);
+        WARN("NCCL_RINGS=\"%s\": ring %d has %d ranks, every ring must name all %d ranks", str, n,
+             len, nranks);
         goto fail;
       }
       n++;
@@ -100,8 +106,10 @@ ncclResult_t graph_rings_parse(const char* str, int nranks, int32_t* rings, int*
       p++;
       continue;
     }
-    WARN("NCCL_RINGS=\"%s\": unexpected character '%c'; use ranks separated by spaces or dashes, "
-         "rings by |", str, *p);
+    WARN(
+        "NCCL_RINGS=\"%s\": unexpected character '%c'; use ranks separated by spaces or dashes, "
+        "rings by |",
+        str, *p);
     goto fail;
   }
   free(seen);
@@ -147,8 +155,10 @@ static ncclResult_t check_inputs(const graph_node_result_t* results, int nnodes,
     int n = ranks[r].node, g = ranks[r].local_gpu;
     if (n < 0 || n >= nnodes || g < 0 || g >= TOPO_MAX_NODES ||
         rank_of[n * TOPO_MAX_NODES + g] >= 0) {
-      WARN("graph: rank %d is on node %d GPU %d: out of range (nodes 0..%d) or shared with "
-           "another rank", r, n, g, nnodes - 1);
+      WARN(
+          "graph: rank %d is on node %d GPU %d: out of range (nodes 0..%d) or shared with "
+          "another rank",
+          r, n, g, nnodes - 1);
       return ncclInvalidUsage;
     }
     rank_of[n * TOPO_MAX_NODES + g] = r;
@@ -159,9 +169,10 @@ static ncclResult_t check_inputs(const graph_node_result_t* results, int nnodes,
     for (int r = 0; r < nranks; r++) count += ranks[r].node == n;
     if (res->magic != GRAPH_NODE_RESULT_MAGIC || res->node != n || res->ngpus != count ||
         res->nchannels < 1 || res->nchannels > GRAPH_MAX_SEARCH_CHANNELS) {
-      WARN("graph: the search result for node %d is not one (node %d, %d GPUs for %d ranks, %d "
-           "channels); were the results all-gathered in node order?", n, res->node, res->ngpus,
-           count, res->nchannels);
+      WARN(
+          "graph: the search result for node %d is not one (node %d, %d GPUs for %d ranks, %d "
+          "channels); were the results all-gathered in node order?",
+          n, res->node, res->ngpus, count, res->nchannels);
       return ncclInvalidUsage;
     }
     for (int c = 0; c < res->nchannels; c++) {
@@ -180,8 +191,7 @@ static ncclResult_t check_inputs(const graph_node_result_t* results, int nnodes,
 /* The tree of channel c: inside a node, the node's ranks in ring order form a chain from the
  * head (the first of them in the ring); heads link to the heads of the parent and child nodes
  * of the channel's binary tree. */
-static void trees_build(graph_t* g, const graph_rank_info_t* ranks, int c, int* head,
-                        int* last) {
+static void trees_build(graph_t* g, const graph_rank_info_t* ranks, int c, int* head, int* last) {
   int nr = g->nranks, nn = g->nnodes;
   const int32_t* ring = graph_ring(g, c);
   graph_tree_t* tr = g->trees + (size_t)c * nr;
@@ -204,8 +214,10 @@ static void trees_build(graph_t* g, const graph_rank_info_t* ranks, int c, int* 
   for (int n = 0; n < nn; n++) {
     int parent, c0, c1;
     graph_dbtree(nn, t, n, &parent, &c0, &c1);
-    if (parent >= 0) tr[head[n]].up = head[parent];
-    else g->tree_root[c] = head[n];
+    if (parent >= 0)
+      tr[head[n]].up = head[parent];
+    else
+      g->tree_root[c] = head[n];
     tr[head[n]].down[0] = c0 >= 0 ? head[c0] : -1;
     tr[head[n]].down[1] = c1 >= 0 ? head[c1] : -1;
   }
@@ -213,10 +225,12 @@ static void trees_build(graph_t* g, const graph_rank_info_t* ranks, int c, int* 
 
 static void graph_log(const graph_t* g) {
   if (!log_enabled(NCCL_LOG_INFO, NCCL_GRAPH)) return;
-  INFO(NCCL_GRAPH, "graph: %d channels (search %d x %.1f GB/s), bw %.1f/%.1f GB/s per channel, "
-       "type %s/%s, crossNic %d%s", g->nchannels, g->search_nchannels, g->search_bw,
-       g->bw_intra, g->bw_inter, topo_path_type_name(g->type_intra),
-       topo_path_type_name(g->type_inter), g->cross_nic, g->from_env ? ", rings from NCCL_RINGS" : "");
+  INFO(NCCL_GRAPH,
+       "graph: %d channels (search %d x %.1f GB/s), bw %.1f/%.1f GB/s per channel, "
+       "type %s/%s, crossNic %d%s",
+       g->nchannels, g->search_nchannels, g->search_bw, g->bw_intra, g->bw_inter,
+       topo_path_type_name(g->type_intra), topo_path_type_name(g->type_inter), g->cross_nic,
+       g->from_env ? ", rings from NCCL_RINGS" : "");
   size_t size = (size_t)g->nranks * 12 + 64;
   char* line = malloc(size);
   if (line == NULL) return;
@@ -352,8 +366,10 @@ ncclResult_t graph_compute(const topo_system_t* sys, const graph_rank_info_t* ra
                            const graph_limits_t* lim, graph_t** graph_p) {
   for (int r = 0; r < nranks; r++) {
     if (ranks[r].node != 0) {
-      WARN("graph_compute: rank %d is on node %d; this entry is for single-node communicators "
-           "(use graph_search_node and graph_combine across nodes)", r, ranks[r].node);
+      WARN(
+          "graph_compute: rank %d is on node %d; this entry is for single-node communicators "
+          "(use graph_search_node and graph_combine across nodes)",
+          r, ranks[r].node);
       return ncclInvalidUsage;
     }
   }

@@ -12,9 +12,9 @@
 /* NCCL's per-channel bandwidth steps (GB/s), highest first. */
 static const float speeds_intra_sm90[] = {60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3};
 static const float speeds_intra[] = {40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3};
-static const float speeds_inter_sm90[] = {48, 45,  42, 40, 30,  24,  22,   20,  17.5f,
-                                          15, 12,  6,  3,  2.4f, 1.2f, 0.24f, 0.12f};
-static const float speeds_inter[] = {48, 30, 28, 24, 20, 18, 15,   12,   10,    9,
+static const float speeds_inter_sm90[] = {48, 45, 42, 40, 30,   24,   22,    20,   17.5f,
+                                          15, 12, 6,  3,  2.4f, 1.2f, 0.24f, 0.12f};
+static const float speeds_inter[] = {48, 30, 28, 24, 20, 18,   15,   12,    10,   9,
                                      7,  6,  5,  4,  3,  2.4f, 1.2f, 0.24f, 0.12f};
 #define NSPEEDS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -34,16 +34,16 @@ typedef struct {
 
 typedef struct {
   const topo_system_t* sys;
-  int multi;                          /* route through NETs */
-  int n;                              /* GPUs in the chain */
-  int gpu[GRAPH_MAX_LOCAL_GPUS];      /* model indices, ascending */
+  int multi;                     /* route through NETs */
+  int n;                         /* GPUs in the chain */
+  int gpu[GRAPH_MAX_LOCAL_GPUS]; /* model indices, ascending */
   int nnet;
   int nlinks;
-  float* avail;                       /* per link (one direction): bandwidth not reserved yet */
-  int* link_base;                     /* per (type, node): index of its first link */
-  path_ref_t* gg;                     /* n x n */
-  path_ref_t* gn;                     /* n x nnet: GPU -> NET */
-  path_ref_t* ng;                     /* nnet x n: NET -> GPU */
+  float* avail;   /* per link (one direction): bandwidth not reserved yet */
+  int* link_base; /* per (type, node): index of its first link */
+  path_ref_t* gg; /* n x n */
+  path_ref_t* gn; /* n x nnet: GPU -> NET */
+  path_ref_t* ng; /* nnet x n: NET -> GPU */
   int* hop_pool;
   int64_t steps, steps_total, channel_budget;
 } search_t;
@@ -75,8 +75,9 @@ static ncclResult_t path_ref_make(search_t* s, const topo_path_t* p, int** pool,
   for (int h = 0; h < p->nhops; h++) {
     int idx = link_index(s, p->hops[h]);
     if (idx < 0) {
-      WARN("graph: a path of the topology model uses a link no node owns; the model is "
-           "inconsistent");
+      WARN(
+          "graph: a path of the topology model uses a link no node owns; the model is "
+          "inconsistent");
       return ncclInternalError;
     }
     r->links[h] = idx;
@@ -114,8 +115,9 @@ static ncclResult_t net_path_make(search_t* s, int a, int k, int to_net, int** p
   topo_link_t* end = to_net ? up : down;
   int idx = link_index(s, end);
   if (idx < 0) {
-    WARN("graph: a NIC link of the topology model belongs to no node; the model is "
-         "inconsistent");
+    WARN(
+        "graph: a NIC link of the topology model belongs to no node; the model is "
+        "inconsistent");
     return ncclInternalError;
   }
   /* Pool layout: the path's hops, then the NIC<->NET link (order does not matter for
@@ -344,11 +346,18 @@ static const char* net_str(int k, char* buf, size_t size) {
   return buf;
 }
 
+/* 1 when every channel has the same GPU order (NCCL's sameChannels). */
+static int same_channels(const graph_node_result_t* r) {
+  for (int c = 1; c < r->nchannels; c++)
+    if (memcmp(r->channel[c].gpu, r->channel[0].gpu, (size_t)r->ngpus) != 0) return 0;
+  return 1;
+}
+
 static void result_log(const topo_system_t* sys, const graph_node_result_t* r) {
   if (!log_enabled(NCCL_LOG_INFO, NCCL_GRAPH)) return;
   INFO(NCCL_GRAPH, "Pattern %d, crossNic %d, nChannels %d, bw %f/%f, type %s/%s, sameChannels %d",
        GRAPH_PATTERN_RING, r->cross_nic, r->nchannels, r->bw_intra, r->bw_inter,
-       topo_path_type_name(r->type_intra), topo_path_type_name(r->type_inter), 0);
+       topo_path_type_name(r->type_intra), topo_path_type_name(r->type_inter), same_channels(r));
   for (int c = 0; c < r->nchannels; c++) {
     char line[1024], nb[16];
     size_t len = 0;
@@ -371,8 +380,8 @@ static int cmp_int(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
-ncclResult_t graph_search_node(const topo_system_t* sys, const graph_rank_info_t* ranks,
-                               int nranks, int node, int nnodes, graph_node_result_t* res_p) {
+ncclResult_t graph_search_node(const topo_system_t* sys, const graph_rank_info_t* ranks, int nranks,
+                               int node, int nnodes, graph_node_result_t* res_p) {
   search_t s;
   memset(&s, 0, sizeof(s));
   s.sys = sys;
@@ -381,13 +390,13 @@ ncclResult_t graph_search_node(const topo_system_t* sys, const graph_rank_info_t
     if (ranks[r].node != node) continue;
     int g = ranks[r].local_gpu;
     if (g < 0 || g >= topo_gpu_count(sys)) {
-      WARN("graph: rank %d is GPU %d of node %d, but that node's topology has %d GPUs", r, g,
-           node, topo_gpu_count(sys));
+      WARN("graph: rank %d is GPU %d of node %d, but that node's topology has %d GPUs", r, g, node,
+           topo_gpu_count(sys));
       return ncclInvalidUsage;
     }
     if (s.n == GRAPH_MAX_LOCAL_GPUS) {
-      WARN("graph: node %d has more than %d ranks; the search supports at most %d per node",
-           node, GRAPH_MAX_LOCAL_GPUS, GRAPH_MAX_LOCAL_GPUS);
+      WARN("graph: node %d has more than %d ranks; the search supports at most %d per node", node,
+           GRAPH_MAX_LOCAL_GPUS, GRAPH_MAX_LOCAL_GPUS);
       return ncclInvalidUsage;
     }
     s.gpu[s.n++] = g;
@@ -399,14 +408,15 @@ ncclResult_t graph_search_node(const topo_system_t* sys, const graph_rank_info_t
   qsort(s.gpu, (size_t)s.n, sizeof(int), cmp_int);
   for (int i = 1; i < s.n; i++) {
     if (s.gpu[i] == s.gpu[i - 1]) {
-      WARN("graph: two ranks of node %d use GPU %d; one rank per GPU is supported", node,
-           s.gpu[i]);
+      WARN("graph: two ranks of node %d use GPU %d; one rank per GPU is supported", node, s.gpu[i]);
       return ncclInvalidUsage;
     }
   }
   if (s.multi && topo_net_count(sys) == 0) {
-    WARN("graph: node %d has no network device in its topology, but the communicator spans %d "
-         "nodes; give the node a NIC (or NCCL_TOPO_FILE with one)", node, nnodes);
+    WARN(
+        "graph: node %d has no network device in its topology, but the communicator spans %d "
+        "nodes; give the node a NIC (or NCCL_TOPO_FILE with one)",
+        node, nnodes);
     return ncclInvalidUsage;
   }
 
@@ -459,8 +469,10 @@ ncclResult_t graph_search_node(const topo_system_t* sys, const graph_rank_info_t
   if (best_n == 0) {
     /* Not even the lowest step fits (or the budget ran out): one channel in index order at
      * whatever its narrowest path gives, so that the communicator still works. */
-    INFO(NCCL_GRAPH, "graph: node %d: no channel fits the bandwidth steps; using one channel in "
-         "GPU order", node);
+    INFO(NCCL_GRAPH,
+         "graph: node %d: no channel fits the bandwidth steps; using one channel in "
+         "GPU order",
+         node);
     best_n = 1;
     float bw = TOPO_LOC_BW;
     for (int a = 0; a < s.n; a++) {
