@@ -4,6 +4,7 @@
  *   test-graph DATA_DIR [all|rings|env-limits]
  * The modes other than "all" run with knobs set by Meson (knobs are read once per process).
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -397,6 +398,37 @@ static void test_rings_parse(void) {
   CHECK_TRUE(graph_rings_parse("0 1 2 3 0", 4, rings, &n) == ncclInvalidUsage);
 }
 
+/* Every fixture of the folder (the topo module's too) loads and searches, one node and two. */
+static void test_all_fixtures(void) {
+  DIR* d = opendir(data_dir);
+  CHECK_MSG(d != NULL, "opening %s", data_dir);
+  if (d == NULL) return;
+  int nfiles = 0;
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    size_t len = strlen(e->d_name);
+    if (len < 5 || strcmp(e->d_name + len - 4, ".xml") != 0) continue;
+    topo_system_t* sys = load(e->d_name);
+    if (sys == NULL) continue;
+    nfiles++;
+    for (int nnodes = 1; nnodes <= (topo_net_count(sys) > 0 ? 2 : 1); nnodes++) {
+      graph_t* g = cluster_graph(sys, nnodes, NULL);
+      CHECK_MSG(g != NULL, "%s: %d node(s) searched", e->d_name, nnodes);
+      if (g == NULL) continue;
+      graph_rank_info_t* ranks = cluster_ranks(sys, nnodes);
+      check_rings(g);
+      check_trees(g, ranks);
+      CHECK_MSG(g->bw_intra > 0 || g->nranks == 1, "%s: positive bandwidth", e->d_name);
+      printf("fixture %s, %d node(s): %d channels, %.1f GB/s per channel\n", e->d_name, nnodes,
+             g->nchannels, g->bw_intra);
+      free(ranks);
+      graph_free(g);
+    }
+    topo_system_free(sys);
+  }
+  closedir(d);
+  CHECK_MSG(nfiles >= 3, "%d fixtures found in %s", nfiles, data_dir);
+}
+
 /* Same inputs, same bytes: the results are all-gathered and combined on every rank. */
 static void test_determinism(void) {
   topo_system_t* sys = load("dgx-h100.xml");
@@ -515,6 +547,7 @@ int main(int argc, char** argv) {
     test_limits();
     test_bad_inputs();
     test_determinism();
+    test_all_fixtures();
   }
   return check_finish("graph");
 }
