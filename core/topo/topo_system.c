@@ -387,9 +387,13 @@ static ncclResult_t paths_to(topo_node_t* base, topo_node_t** frontier,
         topo_node_t* rem = link->rem;
         if (rem == base) continue;
         if (node != base) {
-          /* NICs and network devices are ends, never transit. GPUs are transit only for
+          /* Network devices are ends, never transit; a NIC only between its network devices
+           * and the PCI side (never PCI to PCI through a NIC). GPUs are transit only for
            * NVLink to NVLink (NVB). */
-          if (node->type == TOPO_NODE_NIC || node->type == TOPO_NODE_NET) continue;
+          if (node->type == TOPO_NODE_NET) continue;
+          if (node->type == TOPO_NODE_NIC &&
+              (rem->type == TOPO_NODE_NET) == (p->hops[0]->rem->type == TOPO_NODE_NET))
+            continue;
           if (node->type == TOPO_NODE_GPU &&
               !(link->type == TOPO_LINK_NVL && rem->type == TOPO_NODE_GPU &&
                 p->type == TOPO_PATH_NVL))
