@@ -86,50 +86,6 @@ static ncclResult_t path_ref_make(search_t* s, const topo_path_t* p, int** pool,
   return ncclSuccess;
 }
 
-/* GPU <-> NET paths, composed here from the GPU <-> NIC path and the NIC <-> NET link: the
- * model's own GPU <-> NET paths may be missing (the topo module does not route through NICs yet),
- * and the composition is what they would be. to_net: GPU -> NIC -> NET, else NET -> NIC -> GPU. */
-static ncclResult_t net_path_make(search_t* s, int a, int k, int to_net, int** pool,
-                                  path_ref_t* r) {
-  const topo_system_t* sys = s->sys;
-  topo_node_t* net = topo_node(sys, TOPO_NODE_NET, k);
-  topo_link_t *down = NULL, *up = NULL; /* NET -> NIC, NIC -> NET */
-  for (int l = 0; l < net->nlinks; l++)
-    if (net->links[l].rem->type == TOPO_NODE_NIC) down = &net->links[l];
-  if (down != NULL) {
-    topo_node_t* nic = down->rem;
-    for (int l = 0; l < nic->nlinks; l++)
-      if (nic->links[l].rem == net) up = &nic->links[l];
-  }
-  r->links = *pool;
-  r->nhops = 0;
-  r->type = TOPO_PATH_DIS;
-  r->bw = 0;
-  if (down == NULL || up == NULL) return ncclSuccess; /* a NET without NIC: unreachable */
-  int nic = down->rem->index;
-  const topo_path_t* p = to_net ? topo_path(sys, TOPO_NODE_GPU, s->gpu[a], TOPO_NODE_NIC, nic)
-                                : topo_path(sys, TOPO_NODE_NIC, nic, TOPO_NODE_GPU, s->gpu[a]);
-  if (p->type >= TOPO_PATH_DIS) return ncclSuccess;
-  path_ref_t mid;
-  CHECK(path_ref_make(s, p, pool, &mid)); /* fills the pool right after r->links[0] below */
-  topo_link_t* end = to_net ? up : down;
-  int idx = link_index(s, end);
-  if (idx < 0) {
-    WARN(
-        "graph: a NIC link of the topology model belongs to no node; the model is "
-        "inconsistent");
-    return ncclInternalError;
-  }
-  /* Pool layout: the path's hops, then the NIC<->NET link (order does not matter for
-   * reservations). */
-  (*pool)[0] = idx;
-  *pool += 1;
-  r->nhops = mid.nhops + 1;
-  r->type = p->type;
-  r->bw = p->bw < end->bw ? p->bw : end->bw;
-  return ncclSuccess;
-}
-
 static void search_free(search_t* s) {
   free(s->avail);
   free(s->link_base);
@@ -163,12 +119,9 @@ static ncclResult_t search_init(search_t* s) {
   for (int a = 0; a < n; a++) {
     for (int b = 0; b < n; b++)
       nhops += (size_t)topo_path(sys, TOPO_NODE_GPU, s->gpu[a], TOPO_NODE_GPU, s->gpu[b])->nhops;
-    /* Composed GPU <-> NET paths: at most the longest GPU <-> NIC path plus one link. */
-    for (int k = 0; k < topo_nic_count(sys) && nnet > 0; k++) {
-      nhops += (size_t)(topo_path(sys, TOPO_NODE_GPU, s->gpu[a], TOPO_NODE_NIC, k)->nhops + 1) *
-               (size_t)nnet;
-      nhops += (size_t)(topo_path(sys, TOPO_NODE_NIC, k, TOPO_NODE_GPU, s->gpu[a])->nhops + 1) *
-               (size_t)nnet;
+    for (int k = 0; k < nnet; k++) {
+      nhops += (size_t)topo_path(sys, TOPO_NODE_GPU, s->gpu[a], TOPO_NODE_NET, k)->nhops;
+      nhops += (size_t)topo_path(sys, TOPO_NODE_NET, k, TOPO_NODE_GPU, s->gpu[a])->nhops;
     }
   }
   CHECK(MEM_CALLOC(&s->hop_pool, nhops + 1));
@@ -183,8 +136,10 @@ static ncclResult_t search_init(search_t* s) {
       if (res != ncclSuccess) return res;
     }
     for (int k = 0; k < nnet; k++) {
-      CHECK(net_path_make(s, a, k, 1, &pool, &s->gn[a * nnet + k]));
-      CHECK(net_path_make(s, a, k, 0, &pool, &s->ng[k * n + a]));
+      CHECK(path_ref_make(s, topo_path(sys, TOPO_NODE_GPU, s->gpu[a], TOPO_NODE_NET, k), &pool,
+                          &s->gn[a * nnet + k]));
+      CHECK(path_ref_make(s, topo_path(sys, TOPO_NODE_NET, k, TOPO_NODE_GPU, s->gpu[a]), &pool,
+                          &s->ng[k * n + a]));
     }
   }
   return ncclSuccess;
