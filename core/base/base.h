@@ -145,6 +145,8 @@ ncclResult_t cuda_device_count(int* n_p);
 /* PCI location as one number: domain << 20 | bus << 12 | device << 4 | function. */
 ncclResult_t cuda_bus_id(int dev, int64_t* bus_id_p);
 ncclResult_t cuda_mem_get_info(size_t* free_p, size_t* total_p);
+/* Compute capability as major * 10 + minor. */
+ncclResult_t cuda_device_sm(int dev, int* sm_p);
 
 /* ncclMemAlloc / ncclMemFree (base_cumem.c): cuMem allocations on the current device, mapped for
  * its peers; cudaMalloc with NCCL_CUMEM_ENABLE=0. */

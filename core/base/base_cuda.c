@@ -50,6 +50,14 @@ ncclResult_t cuda_bus_id(int dev, int64_t* bus_id_p) {
   return ncclSuccess;
 }
 
+ncclResult_t cuda_device_sm(int dev, int* sm_p) {
+  int major = 0, minor = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  *sm_p = major * 10 + minor;
+  return ncclSuccess;
+}
+
 ncclResult_t cuda_mem_get_info(size_t* free_p, size_t* total_p) {
   size_t f = 0, t = 0;
   CUDA_CHECK(cudaMemGetInfo(&f, &t));

@@ -12,7 +12,9 @@
 #include "base.h"
 #include "bootstrap.h"
 #include "enqueue.h"
+#include "graph.h"
 #include "nccl.h"
+#include "topo.h"
 
 #define COMM_MAGIC 0x63686f6972636f6dull /* "choircom" */
 
@@ -66,6 +68,7 @@ struct ncclComm {
   bool finalized;
   uint64_t nsplits; /* splits and shrinks made from this communicator, to tag them */
   enq_comm_t* dp;   /* the data path (core/enqueue), after creation */
+  topo_system_t* topo; /* this host's topology model (NULL when ranks span hosts) */
   uint64_t magic_end;
 };
 

@@ -29,6 +29,7 @@ ncclResult_t comm_alloc(const comm_config_t* config, ncclComm_t* comm_p) {
 
 void comm_free(ncclComm_t comm) {
   enqueue_comm_destroy(comm->dp);
+  topo_system_free(comm->topo);
   if (comm->bootstrap != NULL) bootstrap_close(comm->bootstrap);
   pthread_mutex_destroy(&comm->bootstrap_lock);
   comm_config_free(&comm->config);
@@ -98,6 +99,53 @@ static void comm_banner(void) {
               CHOIR_VERSION, CHOIR_CUDA_VERSION);
 }
 
+static ncclResult_t comm_gpu_sm(void* ctx, int dev, int* sm_p) {
+  (void)ctx;
+  return cuda_device_sm(dev, sm_p);
+}
+
+/* The data path's p2p rule from the topology (NCCL_P2P_LEVEL, NCCL_P2P_DISABLE). */
+static int comm_p2p_policy(void* ctx, int peer, int* use_read_p) {
+  ncclComm_t comm = (ncclComm_t)ctx;
+  int allowed = 0, read = 0;
+  if (topo_p2p_check(comm->topo, comm->rank, peer, &allowed, &read) != ncclSuccess) return 0;
+  if (use_read_p) *use_read_p = read;
+  return allowed;
+}
+
+/* Topology of this host and the ring search, when every rank is on it (the network path,
+ * issue 7, brings the multi-node search). Identical on every rank: the same all-gathered input
+ * and a deterministic search. Fills *graph_p (NULL when skipped). */
+static ncclResult_t comm_topology(ncclComm_t comm, const comm_peer_info_t* peers,
+                                  graph_t** graph_p) {
+  *graph_p = NULL;
+  const int n = comm->nranks;
+  for (int r = 0; r < n; r++)
+    if (peers[r].host_hash != peers[comm->rank].host_hash) {
+      INFO(NCCL_GRAPH, "comm 0x%llx: ranks span hosts; no topology search before the network "
+           "path exists", (unsigned long long)comm->comm_hash);
+      return ncclSuccess;
+    }
+  topo_rank_info_t* tr = NULL;
+  graph_rank_info_t* gr = NULL;
+  ncclResult_t res = MEM_CALLOC(&tr, (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&gr, (size_t)n);
+  for (int r = 0; r < n && res == ncclSuccess; r++)
+    tr[r] = (topo_rank_info_t){.rank = r, .cuda_dev = peers[r].cuda_dev, .bus_id = peers[r].bus_id};
+  topo_detect_env_t env = {.gpu_sm = comm_gpu_sm};
+  if (res == ncclSuccess) res = topo_system_build(&env, tr, n, comm->rank, NULL, 0, &comm->topo);
+  for (int r = 0; r < n && res == ncclSuccess; r++) {
+    int g = -1;
+    res = topo_rank_to_gpu(comm->topo, r, &g);
+    gr[r] = (graph_rank_info_t){.node = 0, .local_gpu = g};
+  }
+  graph_limits_t lim = {.min_channels = 0, .max_channels = 0};
+  if (res == ncclSuccess) res = graph_compute(comm->topo, gr, n, &lim, graph_p);
+  free(gr);
+  free(tr);
+  return res;
+}
+
 ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
   pthread_once(&comm_banner_once, comm_banner);
   comm->bootstrap = bs;
@@ -143,11 +191,18 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
     tpeers[r].cuda_dev = peers[r].cuda_dev;
     tpeers[r].pid = peers[r].pid;
   }
+  graph_t* graph = NULL;
+  res = comm_topology(comm, peers, &graph);
   enq_comm_args_t dargs = {.bs = bs, .rank = comm->rank, .nranks = comm->nranks,
                            .cuda_dev = comm->cuda_dev, .peers = tpeers,
                            .abort_flag = &comm->abort_flag, .min_ctas = comm->config.min_ctas,
-                           .max_ctas = comm->config.max_ctas, .comm_hash = comm->comm_hash};
-  res = enqueue_comm_create(&dargs, &comm->dp);
+                           .max_ctas = comm->config.max_ctas, .comm_hash = comm->comm_hash,
+                           .rings = graph ? graph->rings : NULL,
+                           .nrings = graph ? graph_nchannels(graph) : 0,
+                           .p2p_policy = comm->topo ? comm_p2p_policy : NULL,
+                           .p2p_policy_ctx = comm};
+  if (res == ncclSuccess) res = enqueue_comm_create(&dargs, &comm->dp);
+  graph_free(graph);
   free(tpeers);
   CHECK(res);
   INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx commId 0x%llx%s%s - %s complete",

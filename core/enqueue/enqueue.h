@@ -58,6 +58,13 @@ typedef struct enq_comm_args {
   int min_ctas;                  /* config minCTAs / maxCTAs (already validated) */
   int max_ctas;
   uint64_t comm_hash;
+  /* From the topology search (may be NULL: rings in rank order): nrings rings of nranks ranks,
+   * which the ring channels reuse cyclically. The p2p policy (NCCL_P2P_LEVEL on the topology
+   * model) is handed to the transport. Both are copied / must outlive the data path. */
+  const int32_t* rings;
+  int nrings;
+  transport_p2p_policy_fn p2p_policy;
+  void* p2p_policy_ctx;
 } enq_comm_args_t;
 
 /* Build the data path: ring channels (order and count from the topology and graph), their

@@ -70,10 +70,12 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   dp->nchannels = enq_ring_nchannels(dp, all_p2p);
   const int n = dp->nranks, nch = dp->nchannels;
   CHECK(MEM_CALLOC(&dp->ring_ranks, (size_t)nch * n));
-  /* Every ring visits the ranks in rank order: on an NVSwitch or a single PCIe switch every
-   * order is as good; the topology search replaces this with its own orders. */
+  /* The topology search's rings, reused cyclically (the kernels want more channels than the
+   * search's bandwidth model asks for); without them, rank order. */
   for (int c = 0; c < nch; c++)
-    for (int i = 0; i < n; i++) dp->ring_ranks[c * n + i] = i;
+    for (int i = 0; i < n; i++)
+      dp->ring_ranks[c * n + i] =
+          dp->ngraph_rings > 0 ? dp->graph_rings[(size_t)(c % dp->ngraph_rings) * n + i] : i;
   ENQ_CUDA(cudaMalloc((void**)&dp->dev_ring_ranks, sizeof(int32_t) * (size_t)nch * n));
   dp->dev_bytes += sizeof(int32_t) * (size_t)nch * n;
   CHECK(enq_upload(dp, dp->dev_ring_ranks, dp->ring_ranks, sizeof(int32_t) * (size_t)nch * n));
@@ -126,6 +128,13 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
                           KERN_MAX_P2P_CHANNELS);
   CHECK_GOTO(MEM_CALLOC(&dp->peers, (size_t)a->nranks), res, err);
   memcpy(dp->peers, a->peers, sizeof(*dp->peers) * (size_t)a->nranks);
+  if (a->rings != NULL && a->nrings > 0) {
+    CHECK_GOTO(MEM_CALLOC(&dp->graph_rings, (size_t)a->nrings * a->nranks), res, err);
+    memcpy(dp->graph_rings, a->rings, sizeof(int32_t) * (size_t)a->nrings * a->nranks);
+    dp->ngraph_rings = a->nrings;
+  }
+  dp->p2p_policy = a->p2p_policy;
+  dp->p2p_policy_ctx = a->p2p_policy_ctx;
   CHECK_GOTO(MEM_CALLOC(&dp->p2p_connected, (size_t)a->nranks), res, err);
   CHECK_GOTO(MEM_CALLOC(&dp->p2p_nch_peer, (size_t)a->nranks), res, err);
   *dp_p = dp;
@@ -167,8 +176,8 @@ ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp) {
   dp->host_kc.abort_flag = dp->abort_dev;
   dp->host_kc.p2p_send = dp->dev_p2p;
   dp->host_kc.p2p_recv = dp->dev_p2p + (size_t)nranks * KERN_MAX_P2P_CHANNELS;
-  CHECK(transport_create(dp->bs, rank, nranks, dp->cuda_dev, dp->peers, dp->host_abort, NULL,
-                         NULL, &dp->transport));
+  CHECK(transport_create(dp->bs, rank, nranks, dp->cuda_dev, dp->peers, dp->host_abort,
+                         dp->p2p_policy, dp->p2p_policy_ctx, &dp->transport));
   CHECK(enq_upload_comm(dp));
   dp->device_ready = 1;
   return ncclSuccess;
@@ -271,6 +280,7 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
   if (dp->setup_stream) cudaStreamDestroy(dp->setup_stream);
   if (saved >= 0) cuda_set_device(saved);
   free(dp->ring_ranks);
+  free(dp->graph_rings);
   free(dp->peers);
   free(dp->p2p_connected);
   free(dp->p2p_nch_peer);

@@ -158,8 +158,10 @@ typedef struct {
 
 static void* enqueue_connect_thread(void* arg) {
   enqueue_connect_arg_t* a = (enqueue_connect_arg_t*)arg;
+  enum cudaStreamCaptureMode mode = enq_capture_relax();
   a->res = cuda_set_device(a->dp->cuda_dev);
   if (a->res == ncclSuccess) a->res = enqueue_plan_connect(a->dp);
+  enq_capture_restore(mode);
   return NULL;
 }
 
@@ -182,6 +184,7 @@ static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_inf
   if (cuda_get_device(&saved) != ncclSuccess) saved = -1;
   int nconn = 0;
   for (enq_comm_t* dp = list; dp; dp = dp->group_next) nconn += enqueue_plan_needs_connect(dp);
+  enum cudaStreamCaptureMode mode = enq_capture_relax();
   if (nconn == 1) {
     for (enq_comm_t* dp = list; dp && res == ncclSuccess; dp = dp->group_next)
       if (enqueue_plan_needs_connect(dp)) {
@@ -213,6 +216,7 @@ static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_inf
     free(threads);
     free(args);
   }
+  enq_capture_restore(mode);
   for (enq_comm_t* dp = list; dp; dp = dp->group_next) {
     if (res != ncclSuccess) {
       enqueue_plan_clear(dp);
@@ -236,9 +240,11 @@ ncclResult_t enqueue_op(enq_comm_t* dp, const enq_op_t* op) {
   if (!dp->device_ready) {
     int saved = -1;
     if (cuda_get_device(&saved) != ncclSuccess) saved = -1;
+    enum cudaStreamCaptureMode mode = enq_capture_relax();
     ncclResult_t res = cuda_set_device(dp->cuda_dev);
     if (res == ncclSuccess) res = enqueue_comm_setup_device(dp);
     if (saved >= 0) cuda_set_device(saved);
+    enq_capture_restore(mode);
     CHECK(res);
   }
   if (dp->nops == dp->ops_cap) {

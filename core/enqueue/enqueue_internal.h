@@ -22,6 +22,18 @@
     }                                                                                     \
   } while (0)
 
+/* Setup work (allocations, IPC, uploads on a private stream) may run while the application
+ * captures a CUDA graph, even in the global capture mode that forbids such calls; like NCCL,
+ * relax the calling thread's capture mode around it and restore it after. */
+static inline enum cudaStreamCaptureMode enq_capture_relax(void) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  return mode;
+}
+static inline void enq_capture_restore(enum cudaStreamCaptureMode mode) {
+  cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
 /* Bootstrap tags of the data path's connection rounds. */
 #define ENQ_TAG_RING 0x43520001
 #define ENQ_TAG_P2P 0x43520002
@@ -55,6 +67,10 @@ struct enq_comm {
   kern_comm_t* dev_kc;
   int32_t* dev_ring_ranks; /* [nchannels][nranks] */
   int32_t* ring_ranks;     /* host copy */
+  int32_t* graph_rings;    /* [ngraph_rings][nranks] from the topology search, or NULL */
+  int ngraph_rings;
+  transport_p2p_policy_fn p2p_policy;
+  void* p2p_policy_ctx;
   kern_conn_t* dev_p2p;    /* [2][nranks * KERN_MAX_P2P_CHANNELS]: send, then recv */
   int nchannels;            /* ring channels, decided at the first collective */
   int min_ctas, max_ctas;   /* the communicator's config */
