@@ -655,7 +655,12 @@ static int cc_run_case(struct cc_ctx* ctx, struct cc_case cs, int graph_replays)
       struct cc_rank* r = &ctx->r[i];
       CC_CUDA(ctx, cudaSetDevice(r->dev));
       CC_CUDA(ctx, cudaStreamEndCapture(r->stream, &r->graph));
-      CC_CUDA(ctx, cudaGraphInstantiate(&r->exec, r->graph, 0));
+    }
+    /* Instantiate only once no stream of this thread captures any more: the thread-local
+     * capture mode forbids it while one still does. */
+    for (int i = 0; i < ctx->nlocal; i++) {
+      CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
+      CC_CUDA(ctx, cudaGraphInstantiate(&ctx->r[i].exec, ctx->r[i].graph, 0));
     }
     uint32_t seed0 = cs.seed;
     for (int k = 0; k < graph_replays; k++) {
@@ -961,7 +966,10 @@ static void cc_case_graph(struct cc_ctx* ctx) {
     struct cc_rank* r = &ctx->r[i];
     CC_CUDA(ctx, cudaSetDevice(r->dev));
     CC_CUDA(ctx, cudaStreamEndCapture(r->stream, &r->graph));
-    CC_CUDA(ctx, cudaGraphInstantiate(&r->exec, r->graph, 0));
+  }
+  for (int i = 0; i < ctx->nlocal; i++) {
+    CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
+    CC_CUDA(ctx, cudaGraphInstantiate(&ctx->r[i].exec, ctx->r[i].graph, 0));
   }
   for (int rep = 0; rep < replays; rep++) {
     int bad = 0;
