@@ -34,7 +34,16 @@ typedef struct {
   cudaStream_t stream;
   int round;
   int delta;
+  /* 1: part of a collective made of sends and receives (AlltoAll, Gather, Scatter), which every
+   * rank calls alike: its operations take fewer CTAs each and share a batch with the next
+   * deltas, so that all peers progress at once. 0: the user's send/recv. Both ends of a pair
+   * get the same class from matching calls. */
+  int cls;
 } enq_p2p_t;
+
+/* Deltas per batch and CTAs per operation of class-1 operations (see enq_p2p_t.cls). */
+#define ENQ_COLL_P2P_DELTAS 4
+#define ENQ_COLL_P2P_CTAS (ENQ_P2P_BATCH_CTAS / (2 * ENQ_COLL_P2P_DELTAS))
 
 void enqueue_plan_clear(enq_comm_t* dp) { dp->nops = 0; }
 
@@ -152,7 +161,8 @@ static ncclResult_t enq_p2p_list(enq_comm_t* dp, enq_p2p_t** list_p, int* n_p) {
     const uint64_t b = op->count * kern_type_size(op->type);
     const char* sb = (const char*)op->sendbuff;
     char* rb = (char*)op->recvbuff;
-    enq_p2p_t e = {.stream = op->stream, .bytes = b};
+    enq_p2p_t e = {.stream = op->stream, .bytes = b,
+                   .cls = op->kind != ENQ_SEND && op->kind != ENQ_RECV};
     switch (op->kind) {
       case ENQ_SEND:
         e.peer = op->root, e.kind = KERN_P2P_SEND, e.src = sb;
@@ -249,12 +259,14 @@ static int enq_p2p_cmp(const void* a, const void* b) {
   const enq_p2p_t* x = (const enq_p2p_t*)a;
   const enq_p2p_t* y = (const enq_p2p_t*)b;
   if (x->round != y->round) return x->round < y->round ? -1 : 1;
+  if (x->cls != y->cls) return x->cls < y->cls ? -1 : 1;
   if (x->delta != y->delta) return x->delta < y->delta ? -1 : 1;
   return (int)x->kind - (int)y->kind;
 }
 
 static uint16_t enq_p2p_nctas(enq_comm_t* dp, const enq_p2p_t* e) {
   uint64_t max = e->kind == KERN_P2P_COPY ? (uint64_t)dp->p2p_nch : dp->p2p_nch_peer[e->peer];
+  if (e->cls && max > ENQ_COLL_P2P_CTAS) max = ENQ_COLL_P2P_CTAS;
   if (max < 1) max = 1;
   uint64_t n = (e->bytes + ENQ_P2P_BYTES_PER_CTA - 1) / ENQ_P2P_BYTES_PER_CTA;
   if (n < 1) n = 1;
@@ -354,12 +366,13 @@ static ncclResult_t enq_launch_p2p(enq_comm_t* dp) {
   /* Stable order by (round, delta, kind); call order is kept within a key by the round. */
   qsort(v, (size_t)m, sizeof(*v), enq_p2p_cmp);
   {
-    int per_batch = ENQ_P2P_BATCH_CTAS / (2 * dp->p2p_nch);
-    if (per_batch < 1) per_batch = 1;
+    int per_batch_p2p = ENQ_P2P_BATCH_CTAS / (2 * dp->p2p_nch);
+    if (per_batch_p2p < 1) per_batch_p2p = 1;
     int lo = 0;
     while (lo < m && res == ncclSuccess) {
+      const int per_batch = v[lo].cls ? ENQ_COLL_P2P_DELTAS : per_batch_p2p;
       int hi = lo + 1;
-      while (hi < m && v[hi].round == v[lo].round &&
+      while (hi < m && v[hi].round == v[lo].round && v[hi].cls == v[lo].cls &&
              v[hi].delta / per_batch == v[lo].delta / per_batch && hi - lo < KERN_P2P_MAX_OPS)
         hi++;
       res = enq_launch_batch(dp, v, lo, hi);
