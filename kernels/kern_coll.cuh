@@ -348,8 +348,13 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
   coll_run(r, w);
 }
 
+/* w == NULL: load the kernel only (see kern_preload in kernels.h). */
 template <int OP, int TYPE>
 cudaError_t coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
+  if (w == nullptr) {
+    cudaFuncAttributes attr;
+    return cudaFuncGetAttributes(&attr, (const void*)kern_coll_kernel<OP, TYPE>);
+  }
   void* params[] = {(void*)w};
   return cudaLaunchKernel((const void*)kern_coll_kernel<OP, TYPE>, dim3(w->nchannels),
                           dim3(KERN_NTHREADS), params, 0, stream);

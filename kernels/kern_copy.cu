@@ -77,3 +77,10 @@ extern "C" cudaError_t kern_p2p_batch_launch(const kern_p2p_batch_t* b, cudaStre
   return cudaLaunchKernel((const void*)kern::kern_p2p_kernel, dim3(b->nctas), dim3(KERN_NTHREADS),
                           params, 0, stream);
 }
+
+extern "C" cudaError_t kern_copy_preload(void) {
+  cudaFuncAttributes attr;
+  cudaError_t e = cudaFuncGetAttributes(&attr, (const void*)kern::kern_copy_coll_kernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, (const void*)kern::kern_p2p_kernel);
+  return e;
+}

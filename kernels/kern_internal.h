@@ -24,6 +24,8 @@ typedef cudaError_t kern_coll_launch_fn(const kern_coll_work_t* work, cudaStream
  * bytes, and p2p batches. */
 cudaError_t kern_copy_coll_launch(const kern_coll_work_t* work, cudaStream_t stream);
 cudaError_t kern_p2p_batch_launch(const kern_p2p_batch_t* batch, cudaStream_t stream);
+/* Loads the byte-moving kernels into the current context. */
+cudaError_t kern_copy_preload(void);
 
 /* Generated from instances.py (kern_table.c): NULL where kernel_subset left the instance out. */
 extern kern_rc_launch_fn* const kern_rc_table[KERN_OP_NUM][ncclNumTypes];

@@ -187,3 +187,14 @@ ncclResult_t kern_p2p_launch(const kern_p2p_batch_t* b, cudaStream_t stream) {
                      cudaGetErrorString(err));
   return ncclSuccess;
 }
+
+ncclResult_t kern_preload(void) {
+  cudaError_t err = kern_copy_preload();
+  for (int op = 0; op < KERN_OP_NUM && err == cudaSuccess; op++)
+    for (int t = 0; t < ncclNumTypes && err == cudaSuccess; t++)
+      if (kern_coll_table[op][t]) err = kern_coll_table[op][t](NULL, 0);
+  if (err != cudaSuccess)
+    return kern_fail(ncclUnhandledCudaError, "cannot load the data-path kernels: %s",
+                     cudaGetErrorString(err));
+  return ncclSuccess;
+}

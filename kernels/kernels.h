@@ -244,6 +244,11 @@ typedef struct kern_p2p_batch {
  * ncclInvalidUsage when the (op, type) instance is not built. */
 ncclResult_t kern_coll_launch(const kern_coll_work_t* work, cudaStream_t stream);
 ncclResult_t kern_p2p_launch(const kern_p2p_batch_t* batch, cudaStream_t stream);
+/* Load every data-path kernel into the current device's context. CUDA loads modules lazily by
+ * default, and loading waits for the kernels already running on the device: a first launch of
+ * some kernel while another of ours waits for a peer would deadlock. Call it once per device
+ * before the first launch (cheap when already done). */
+ncclResult_t kern_preload(void);
 /* 1 when the reduction-collective instance for (op, type) was built. */
 int kern_coll_available(kern_op_t op, ncclDataType_t type);
 

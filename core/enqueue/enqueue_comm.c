@@ -147,6 +147,10 @@ err:
 ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp) {
   if (dp->device_ready) return ncclSuccess;
   const int rank = dp->rank, nranks = dp->nranks;
+  if (kern_preload() != ncclSuccess) {
+    WARN("rank %d: %s", rank, kern_last_error());
+    return ncclUnhandledCudaError;
+  }
   if (cudaStreamCreateWithFlags(&dp->setup_stream, cudaStreamNonBlocking) != cudaSuccess ||
       cudaEventCreateWithFlags(&dp->done_ev, cudaEventDisableTiming) != cudaSuccess ||
       cudaEventCreateWithFlags(&dp->join_ev, cudaEventDisableTiming) != cudaSuccess) {
