@@ -139,6 +139,15 @@ uint64_t sys_pid_hash(void);
 
 /* ---- CUDA runtime wrappers (base_cuda.c) -------------------------------------------------- */
 
+/* A CUDA runtime call's result (a cudaError_t as int): ncclSuccess, or a WARN naming the call and
+ * the error and ncclUnhandledCudaError (base_cuda_err.c). */
+ncclResult_t cuda_result(int err, const char* call);
+#define CUDA_CHECK(call)                                                                  \
+  do {                                                                                    \
+    ncclResult_t cuda_res_ = cuda_result((int)(call), #call);                             \
+    if (cuda_res_ != ncclSuccess) return cuda_res_;                                       \
+  } while (0)
+
 ncclResult_t cuda_get_device(int* dev_p);
 ncclResult_t cuda_set_device(int dev);
 ncclResult_t cuda_device_count(int* n_p);

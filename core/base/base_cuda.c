@@ -8,16 +8,6 @@
 
 #include "base.h"
 
-#define CUDA_CHECK(call)                                                                  \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      WARN("CUDA call %s failed: %s (%s)", #call, cudaGetErrorString(e_),                 \
-           cudaGetErrorName(e_));                                                         \
-      return ncclUnhandledCudaError;                                                      \
-    }                                                                                     \
-  } while (0)
-
 ncclResult_t cuda_get_device(int* dev_p) {
   int dev = -1;
   CUDA_CHECK(cudaGetDevice(&dev));

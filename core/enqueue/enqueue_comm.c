@@ -44,8 +44,8 @@ static int enq_ring_nchannels(const enq_comm_t* a, int all_p2p) {
 }
 
 static ncclResult_t enq_upload(enq_comm_t* dp, void* dst, const void* src, size_t size) {
-  ENQ_CUDA(cudaMemcpyAsync(dst, src, size, cudaMemcpyHostToDevice, dp->setup_stream));
-  ENQ_CUDA(cudaStreamSynchronize(dp->setup_stream));
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, size, cudaMemcpyHostToDevice, dp->setup_stream));
+  CUDA_CHECK(cudaStreamSynchronize(dp->setup_stream));
   return ncclSuccess;
 }
 
@@ -76,7 +76,7 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
     for (int i = 0; i < n; i++)
       dp->ring_ranks[c * n + i] =
           dp->ngraph_rings > 0 ? dp->graph_rings[(size_t)(c % dp->ngraph_rings) * n + i] : i;
-  ENQ_CUDA(cudaMalloc((void**)&dp->dev_ring_ranks, sizeof(int32_t) * (size_t)nch * n));
+  CUDA_CHECK(cudaMalloc((void**)&dp->dev_ring_ranks, sizeof(int32_t) * (size_t)nch * n));
   dp->dev_bytes += sizeof(int32_t) * (size_t)nch * n;
   CHECK(enq_upload(dp, dp->dev_ring_ranks, dp->ring_ranks, sizeof(int32_t) * (size_t)nch * n));
 

@@ -11,17 +11,6 @@
 #include "enqueue.h"
 #include "kernels.h"
 
-/* A CUDA runtime call; on failure: WARN naming the call and the error, ncclUnhandledCudaError. */
-#define ENQ_CUDA(call)                                                                    \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      WARN("CUDA call %s failed: %s (%s)", #call, cudaGetErrorString(e_),                 \
-           cudaGetErrorName(e_));                                                         \
-      return ncclUnhandledCudaError;                                                      \
-    }                                                                                     \
-  } while (0)
-
 /* Setup work (allocations, IPC, uploads on a private stream) may run while the application
  * captures a CUDA graph, even in the global capture mode that forbids such calls; like NCCL,
  * relax the calling thread's capture mode around it and restore it after. */

@@ -56,16 +56,16 @@ static int enq_is_coll(enq_kind_t k) { return k <= ENQ_ALLREDUCE; }
  * graph's own order applies there, and an event from outside the capture cannot be waited on. */
 static ncclResult_t enq_stream_enter(enq_comm_t* dp, cudaStream_t s, int* capturing_p) {
   enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  ENQ_CUDA(cudaStreamIsCapturing(s, &st));
+  CUDA_CHECK(cudaStreamIsCapturing(s, &st));
   *capturing_p = st != cudaStreamCaptureStatusNone;
   if (!*capturing_p && dp->launched && dp->last_stream != s)
-    ENQ_CUDA(cudaStreamWaitEvent(s, dp->done_ev, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(s, dp->done_ev, 0));
   return ncclSuccess;
 }
 
 static ncclResult_t enq_stream_leave(enq_comm_t* dp, cudaStream_t s, int capturing) {
   if (capturing) return ncclSuccess;
-  ENQ_CUDA(cudaEventRecord(dp->done_ev, s));
+  CUDA_CHECK(cudaEventRecord(dp->done_ev, s));
   dp->last_stream = s;
   dp->launched = 1;
   return ncclSuccess;
@@ -295,8 +295,8 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
   CHECK(enq_stream_enter(dp, s, &capturing));
   for (int i = lo + 1; i < hi; i++) {
     if (v[i].stream == s) continue;
-    ENQ_CUDA(cudaEventRecord(dp->join_ev, v[i].stream));
-    ENQ_CUDA(cudaStreamWaitEvent(s, dp->join_ev, 0));
+    CUDA_CHECK(cudaEventRecord(dp->join_ev, v[i].stream));
+    CUDA_CHECK(cudaStreamWaitEvent(s, dp->join_ev, 0));
   }
   ncclResult_t res = kern_p2p_launch(&b, s);
   if (res != ncclSuccess) {
@@ -307,8 +307,8 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
   TRACE(NCCL_P2P, "rank %d: p2p batch of %u ops, %u CTAs", dp->rank, b.nops, b.nctas);
   for (int i = lo + 1; i < hi; i++) {
     if (v[i].stream == s) continue;
-    ENQ_CUDA(cudaEventRecord(dp->join_ev, s));
-    ENQ_CUDA(cudaStreamWaitEvent(v[i].stream, dp->join_ev, 0));
+    CUDA_CHECK(cudaEventRecord(dp->join_ev, s));
+    CUDA_CHECK(cudaStreamWaitEvent(v[i].stream, dp->join_ev, 0));
   }
   return enq_stream_leave(dp, s, capturing);
 }

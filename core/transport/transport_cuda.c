@@ -11,16 +11,6 @@
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) == 64, "the wire carries 64-byte IPC handles");
 
-#define TCUDA_CHECK(call)                                                                 \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      WARN("transport: CUDA call %s failed: %s (%s)", #call, cudaGetErrorString(e_),      \
-           cudaGetErrorName(e_));                                                         \
-      return ncclUnhandledCudaError;                                                      \
-    }                                                                                     \
-  } while (0)
-
 /* Release calls cannot be undone or retried: log and go on with the rest of the teardown. */
 #define TCUDA_WARN(call)                                                                  \
   do {                                                                                    \
@@ -43,14 +33,14 @@ static ncclResult_t rt_device_by_bus_id(int64_t bus_id, int* dev_p) {
     *dev_p = -1;
     return ncclSuccess;
   }
-  TCUDA_CHECK(e);
+  CUDA_CHECK(e);
   *dev_p = dev;
   return ncclSuccess;
 }
 
 static ncclResult_t rt_can_access_peer(int dev, int peer_dev, int* can_p) {
   int can = 0;
-  TCUDA_CHECK(cudaDeviceCanAccessPeer(&can, dev, peer_dev));
+  CUDA_CHECK(cudaDeviceCanAccessPeer(&can, dev, peer_dev));
   *can_p = can;
   return ncclSuccess;
 }
@@ -63,7 +53,7 @@ static pthread_mutex_t rt_peer_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static ncclResult_t rt_enable_peer_access(int peer_dev) {
   int dev = -1;
-  TCUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaGetDevice(&dev));
   const int cached = dev >= 0 && dev < RT_MAX_DEVS && peer_dev >= 0 && peer_dev < RT_MAX_DEVS;
   if (cached) {
     pthread_mutex_lock(&rt_peer_lock);
@@ -79,13 +69,13 @@ static ncclResult_t rt_enable_peer_access(int peer_dev) {
     (void)cudaGetLastError();
     return ncclSuccess;
   }
-  TCUDA_CHECK(e);
+  CUDA_CHECK(e);
   return ncclSuccess;
 }
 
 static ncclResult_t rt_dev_alloc(size_t bytes, void** ptr_p) {
   void* p = NULL;
-  TCUDA_CHECK(cudaMalloc(&p, bytes));
+  CUDA_CHECK(cudaMalloc(&p, bytes));
   /* Zero on a private stream and wait: the counters must read 0 before the peer learns the
    * address, and the user's streams must not be touched. */
   cudaStream_t s = NULL;
@@ -107,7 +97,7 @@ static void rt_dev_free(void* ptr) { TCUDA_WARN(cudaFree(ptr)); }
 
 static ncclResult_t rt_ipc_get(void* ptr, unsigned char handle[64]) {
   cudaIpcMemHandle_t h;
-  TCUDA_CHECK(cudaIpcGetMemHandle(&h, ptr));
+  CUDA_CHECK(cudaIpcGetMemHandle(&h, ptr));
   memcpy(handle, &h, sizeof(h));
   return ncclSuccess;
 }
@@ -116,7 +106,7 @@ static ncclResult_t rt_ipc_open(const unsigned char handle[64], void** ptr_p) {
   cudaIpcMemHandle_t h;
   memcpy(&h, handle, sizeof(h));
   void* p = NULL;
-  TCUDA_CHECK(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+  CUDA_CHECK(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
   *ptr_p = p;
   return ncclSuccess;
 }
@@ -124,7 +114,7 @@ static ncclResult_t rt_ipc_open(const unsigned char handle[64], void** ptr_p) {
 static void rt_ipc_close(void* ptr) { TCUDA_WARN(cudaIpcCloseMemHandle(ptr)); }
 
 static ncclResult_t rt_host_register(void* ptr, size_t bytes, void** dev_ptr_p) {
-  TCUDA_CHECK(cudaHostRegister(ptr, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  CUDA_CHECK(cudaHostRegister(ptr, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
   void* d = NULL;
   cudaError_t e = cudaHostGetDevicePointer(&d, ptr, 0);
   if (e != cudaSuccess) {
