@@ -133,13 +133,7 @@ static ncclResult_t comm_topology(ncclComm_t comm, const comm_peer_info_t* peers
   for (int r = 0; r < n && res == ncclSuccess; r++)
     tr[r] = (topo_rank_info_t){.rank = r, .cuda_dev = peers[r].cuda_dev, .bus_id = peers[r].bus_id};
   topo_detect_env_t env = {.gpu_sm = comm_gpu_sm};
-  /* One detection at a time in a process: communicators created together (one thread per GPU)
-   * would otherwise race on detection's process-wide state (NVML loading, knob reads) and could
-   * end up with different models, hence different transport choices. */
-  static pthread_mutex_t detect_lock = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&detect_lock);
   if (res == ncclSuccess) res = topo_system_build(&env, tr, n, comm->rank, NULL, 0, &comm->topo);
-  pthread_mutex_unlock(&detect_lock);
   for (int r = 0; r < n && res == ncclSuccess; r++) {
     int g = -1;
     res = topo_rank_to_gpu(comm->topo, r, &g);

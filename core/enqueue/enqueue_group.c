@@ -151,23 +151,55 @@ void enqueue_group_add_comm(enq_comm_t* dp) {
 
 /* ---- Operations at group end -------------------------------------------------------------- */
 
+/* Connecting a communicator is a group job: it talks to peers that this same thread may drive
+ * through other communicators of the group, so several run on threads of their own. */
 typedef struct {
+  group_job_t base;
   enq_comm_t* dp;
-  ncclResult_t res;
-} enqueue_connect_arg_t;
+} enqueue_connect_job_t;
 
-static void* enqueue_connect_thread(void* arg) {
-  enqueue_connect_arg_t* a = (enqueue_connect_arg_t*)arg;
+static ncclResult_t enqueue_connect_run(group_job_t* job) {
   enum cudaStreamCaptureMode mode = enq_capture_relax();
-  a->res = cuda_set_device(a->dp->cuda_dev);
-  if (a->res == ncclSuccess) a->res = enqueue_plan_connect(a->dp);
+  ncclResult_t res = enqueue_plan_connect(((enqueue_connect_job_t*)job)->dp);
   enq_capture_restore(mode);
-  return NULL;
+  return res;
 }
 
-/* Connections first (they talk to peers, which may be driven by this same thread through other
- * communicators of the group: so one thread per communicator when there are several), then
- * every communicator's launches from this thread. */
+static void enqueue_connect_complete(group_job_t* job, ncclResult_t res) { (void)job, (void)res; }
+
+/* Make the connections the queued operations need, all communicators at once. */
+static ncclResult_t enqueue_group_connect(enq_comm_t* list) {
+  int n = 0;
+  for (enq_comm_t* dp = list; dp; dp = dp->group_next) n += enqueue_plan_needs_connect(dp);
+  if (n == 0) return ncclSuccess;
+  enqueue_connect_job_t* jobs = NULL;
+  CHECK(MEM_CALLOC(&jobs, (size_t)n));
+  int k = 0;
+  for (enq_comm_t* dp = list; dp; dp = dp->group_next) {
+    if (!enqueue_plan_needs_connect(dp)) continue;
+    jobs[k].dp = dp;
+    jobs[k].base.run = enqueue_connect_run;
+    jobs[k].base.complete = enqueue_connect_complete;
+    jobs[k].base.cuda_dev = dp->cuda_dev;
+    jobs[k].base.next = k + 1 < n ? &jobs[k + 1].base : NULL;
+    k++;
+  }
+  ncclResult_t res = enqueue_group_run_jobs(&jobs[0].base);
+  free(jobs);
+  return res;
+}
+
+/* Drop what the communicators of a group still hold and take them out of it. */
+static void enqueue_group_release(enq_comm_t* list) {
+  for (enq_comm_t *dp = list, *next; dp; dp = next) {
+    next = dp->group_next;
+    enqueue_plan_clear(dp);
+    dp->group_next = NULL;
+    dp->in_group = 0;
+  }
+}
+
+/* Connections first, then every communicator's launches from this thread. */
 static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_info) {
   ncclResult_t res = ncclSuccess;
   if (sim_info != NULL) {
@@ -177,62 +209,18 @@ static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_inf
       if (e > t) t = e; /* communicators run side by side */
     }
     sim_info->estimatedTime = t;
-    for (enq_comm_t* dp = list; dp; dp = dp->group_next) enqueue_plan_clear(dp);
-    goto out;
+    enqueue_group_release(list);
+    return ncclSuccess;
   }
   int saved = -1;
   if (cuda_get_device(&saved) != ncclSuccess) saved = -1;
-  int nconn = 0;
-  for (enq_comm_t* dp = list; dp; dp = dp->group_next) nconn += enqueue_plan_needs_connect(dp);
-  enum cudaStreamCaptureMode mode = enq_capture_relax();
-  if (nconn == 1) {
-    for (enq_comm_t* dp = list; dp && res == ncclSuccess; dp = dp->group_next)
-      if (enqueue_plan_needs_connect(dp)) {
-        res = cuda_set_device(dp->cuda_dev);
-        if (res == ncclSuccess) res = enqueue_plan_connect(dp);
-      }
-  } else if (nconn > 1) {
-    enqueue_connect_arg_t* args = NULL;
-    pthread_t* threads = NULL;
-    res = MEM_CALLOC(&args, (size_t)nconn);
-    if (res == ncclSuccess) res = MEM_CALLOC(&threads, (size_t)nconn);
-    int started = 0;
-    for (enq_comm_t* dp = list; dp && res == ncclSuccess; dp = dp->group_next) {
-      if (!enqueue_plan_needs_connect(dp)) continue;
-      args[started].dp = dp;
-      int err = pthread_create(&threads[started], NULL, enqueue_connect_thread, &args[started]);
-      if (err != 0) {
-        WARN("ncclGroupEnd: cannot start a thread to connect communicator %d of %d: %s",
-             started + 1, nconn, strerror(err));
-        res = ncclSystemError;
-        break;
-      }
-      started++;
-    }
-    for (int i = 0; i < started; i++) {
-      pthread_join(threads[i], NULL);
-      if (res == ncclSuccess) res = args[i].res;
-    }
-    free(threads);
-    free(args);
-  }
-  enq_capture_restore(mode);
-  for (enq_comm_t* dp = list; dp; dp = dp->group_next) {
-    if (res != ncclSuccess) {
-      enqueue_plan_clear(dp);
-      continue;
-    }
+  res = enqueue_group_connect(list);
+  for (enq_comm_t* dp = list; dp && res == ncclSuccess; dp = dp->group_next) {
     res = cuda_set_device(dp->cuda_dev);
     if (res == ncclSuccess) res = enqueue_plan_launch(dp);
-    else enqueue_plan_clear(dp);
   }
   if (saved >= 0) cuda_set_device(saved);
-out:
-  for (enq_comm_t *dp = list, *next; dp; dp = next) {
-    next = dp->group_next;
-    dp->group_next = NULL;
-    dp->in_group = 0;
-  }
+  enqueue_group_release(list); /* what was not launched after an error */
   return res;
 }
 
@@ -286,12 +274,7 @@ ncclResult_t enqueue_group_end(ncclSimInfo_t* sim_info) {
   if (jobs != NULL) res = enqueue_group_run_jobs(jobs);
   if (comms == NULL) return res;
   if (res != ncclSuccess && res != ncclInProgress) {
-    for (enq_comm_t *dp = comms, *next; dp; dp = next) {
-      next = dp->group_next;
-      enqueue_plan_clear(dp);
-      dp->group_next = NULL;
-      dp->in_group = 0;
-    }
+    enqueue_group_release(comms);
     return res;
   }
   ncclResult_t ops_res = enqueue_group_flush(comms, sim_info);

@@ -8,6 +8,7 @@
  *   <device dir>/{max_link_speed,max_link_width,numa_node}
  *   devices/system/node/node<N>/cpumap   the NUMA node's CPU mask
  */
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -344,9 +345,10 @@ static ncclResult_t sort_tree(topo_xml_node_t* x) {
 
 /* ---- Entry points -------------------------------------------------------------------------- */
 
-ncclResult_t topo_detect(const topo_detect_env_t* env_in, const topo_rank_info_t* ranks,
-                         int nranks, const topo_nic_props_t* nics, int nnics,
-                         topo_xml_node_t** root_p) {
+static ncclResult_t topo_detect_locked(const topo_detect_env_t* env_in,
+                                       const topo_rank_info_t* ranks, int nranks,
+                                       const topo_nic_props_t* nics, int nnics,
+                                       topo_xml_node_t** root_p) {
   topo_detect_env_t env = {0};
   if (env_in != NULL) env = *env_in;
   if (env.sysfs_root == NULL) env.sysfs_root = "/sys";
@@ -375,6 +377,18 @@ ncclResult_t topo_detect(const topo_detect_env_t* env_in, const topo_rank_info_t
   return ncclSuccess;
 fail:
   if (created) topo_xml_free(root);
+  return res;
+}
+
+/* One detection at a time in a process: communicators created together (one thread per GPU)
+ * raced on detection's process-wide state and came out with different models (some without
+ * NVLinks), hence different transport choices on the two ends of a pair. */
+ncclResult_t topo_detect(const topo_detect_env_t* env, const topo_rank_info_t* ranks, int nranks,
+                         const topo_nic_props_t* nics, int nnics, topo_xml_node_t** root_p) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  ncclResult_t res = topo_detect_locked(env, ranks, nranks, nics, nnics, root_p);
+  pthread_mutex_unlock(&lock);
   return res;
 }
 
