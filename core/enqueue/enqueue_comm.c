@@ -61,7 +61,8 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   CHECK(MEM_CALLOC(&p2p_ok, (size_t)dp->nranks));
   p2p_ok[dp->rank] = 1;
   for (int r = 0; r < dp->nranks; r++)
-    if (r != dp->rank && transport_kind(dp->transport, r) != KERN_TRANSPORT_P2P) p2p_ok[dp->rank] = 0;
+    if (r != dp->rank && transport_kind(dp->transport, r) != KERN_TRANSPORT_P2P)
+      p2p_ok[dp->rank] = 0;
   ncclResult_t ares = bootstrap_allgather(dp->bs, p2p_ok, sizeof(int32_t));
   int all_p2p = 1;
   for (int r = 0; r < dp->nranks; r++) all_p2p &= p2p_ok[r] != 0;
@@ -92,10 +93,16 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
     ch->next = ring[(idx + 1) % n];
     ch->ranks = dp->dev_ring_ranks + (size_t)c * n;
     if (n > 1) {
-      reqs[2 * c] = (transport_req_t){.peer = ch->next, .is_send = 1, .id = c,
-                                      .slot_bytes = dp->ring_slot_bytes, .out = &ch->send};
-      reqs[2 * c + 1] = (transport_req_t){.peer = ch->prev, .is_send = 0, .id = c,
-                                          .slot_bytes = dp->ring_slot_bytes, .out = &ch->recv};
+      reqs[2 * c] = (transport_req_t){.peer = ch->next,
+                                      .is_send = 1,
+                                      .id = c,
+                                      .slot_bytes = dp->ring_slot_bytes,
+                                      .out = &ch->send};
+      reqs[2 * c + 1] = (transport_req_t){.peer = ch->prev,
+                                          .is_send = 0,
+                                          .id = c,
+                                          .slot_bytes = dp->ring_slot_bytes,
+                                          .out = &ch->recv};
     }
   }
   ncclResult_t res = ncclSuccess;
@@ -124,8 +131,8 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   dp->max_ctas = a->max_ctas;
   dp->ring_slot_bytes = enq_slot_bytes(param_int(PARAM_BUFFSIZE) / KERN_NSLOTS);
   int64_t p2p_max = param_int(PARAM_MAX_P2P_NCHANNELS);
-  dp->p2p_nch = enq_clamp(p2p_max > 0 ? (int)p2p_max : ENQ_DEFAULT_P2P_NCH, 1,
-                          KERN_MAX_P2P_CHANNELS);
+  dp->p2p_nch =
+      enq_clamp(p2p_max > 0 ? (int)p2p_max : ENQ_DEFAULT_P2P_NCH, 1, KERN_MAX_P2P_CHANNELS);
   CHECK_GOTO(MEM_CALLOC(&dp->peers, (size_t)a->nranks), res, err);
   memcpy(dp->peers, a->peers, sizeof(*dp->peers) * (size_t)a->nranks);
   if (a->rings != NULL && a->nrings > 0) {
@@ -135,7 +142,6 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   }
   dp->p2p_policy = a->p2p_policy;
   dp->p2p_policy_ctx = a->p2p_policy_ctx;
-  CHECK_GOTO(MEM_CALLOC(&dp->p2p_connected, (size_t)a->nranks), res, err);
   CHECK_GOTO(MEM_CALLOC(&dp->p2p_nch_peer, (size_t)a->nranks), res, err);
   *dp_p = dp;
   return ncclSuccess;
@@ -196,15 +202,17 @@ ncclResult_t enqueue_comm_connect_ring(enq_comm_t* dp) {
   return ncclSuccess;
 }
 
+/* Send/recv connections per direction with a peer: fewer over host memory. */
+static int enq_p2p_nch_with(enq_comm_t* dp, int peer) {
+  if (transport_kind(dp->transport, peer) == KERN_TRANSPORT_P2P) return dp->p2p_nch;
+  return enq_clamp(ENQ_SHM_P2P_NCH, 1, dp->p2p_nch);
+}
+
 ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npeers) {
   transport_req_t* reqs = NULL;
   kern_conn_t* conns = NULL;
   int nreq = 0;
-  for (int i = 0; i < npeers; i++) {
-    kern_transport_t kind = transport_kind(dp->transport, peers[i]);
-    nreq += 2 * (kind == KERN_TRANSPORT_P2P ? dp->p2p_nch : enq_clamp(ENQ_SHM_P2P_NCH, 1,
-                                                                        dp->p2p_nch));
-  }
+  for (int i = 0; i < npeers; i++) nreq += 2 * enq_p2p_nch_with(dp, peers[i]);
   if (nreq == 0) return ncclSuccess;
   CHECK(MEM_CALLOC(&reqs, (size_t)nreq));
   ncclResult_t res = MEM_CALLOC(&conns, (size_t)nreq);
@@ -214,14 +222,14 @@ ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npee
   }
   int k = 0;
   for (int i = 0; i < npeers; i++) {
-    kern_transport_t kind = transport_kind(dp->transport, peers[i]);
-    int nch = kind == KERN_TRANSPORT_P2P ? dp->p2p_nch : enq_clamp(ENQ_SHM_P2P_NCH, 1, dp->p2p_nch);
-    uint32_t slot = enq_slot_bytes(kind == KERN_TRANSPORT_P2P ? param_int(PARAM_P2P_NVL_CHUNKSIZE)
-                                                              : param_int(PARAM_P2P_PCI_CHUNKSIZE));
+    const int nch = enq_p2p_nch_with(dp, peers[i]);
+    const int p2p = transport_kind(dp->transport, peers[i]) == KERN_TRANSPORT_P2P;
+    uint32_t slot = enq_slot_bytes(p2p ? param_int(PARAM_P2P_NVL_CHUNKSIZE)
+                                       : param_int(PARAM_P2P_PCI_CHUNKSIZE));
     for (int c = 0; c < nch; c++)
       for (int dir = 0; dir < 2; dir++, k++)
-        reqs[k] = (transport_req_t){.peer = peers[i], .is_send = dir == 0, .id = c,
-                                    .slot_bytes = slot, .out = &conns[k]};
+        reqs[k] = (transport_req_t){
+            .peer = peers[i], .is_send = dir == 0, .id = c, .slot_bytes = slot, .out = &conns[k]};
   }
   CHECK_GOTO(transport_connect(dp->transport, reqs, nreq, ENQ_TAG_P2P), res, out);
   /* Upload the new connections only: other entries may be in use by running kernels. */
@@ -230,11 +238,8 @@ ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npee
     kern_conn_t* dst = base + (size_t)reqs[k].peer * KERN_MAX_P2P_CHANNELS + reqs[k].id;
     CHECK_GOTO(enq_upload(dp, dst, &conns[k], sizeof(kern_conn_t)), res, out);
   }
-  for (k = 0; k < nreq; k++) {
-    dp->p2p_connected[reqs[k].peer] = 1;
-    if (reqs[k].id + 1 > dp->p2p_nch_peer[reqs[k].peer])
-      dp->p2p_nch_peer[reqs[k].peer] = (uint8_t)(reqs[k].id + 1);
-  }
+  for (int i = 0; i < npeers; i++)
+    dp->p2p_nch_peer[peers[i]] = (uint8_t)enq_p2p_nch_with(dp, peers[i]);
   for (int i = 0; i < npeers; i++)
     INFO(NCCL_P2P, "comm 0x%llx rank %d: %d send/recv channels with rank %d via %s",
          (unsigned long long)dp->comm_hash, dp->rank, dp->p2p_nch_peer[peers[i]], peers[i],
@@ -286,7 +291,6 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
   free(dp->ring_ranks);
   free(dp->graph_rings);
   free(dp->peers);
-  free(dp->p2p_connected);
   free(dp->p2p_nch_peer);
   free(dp->ops);
   free(dp->redops);
@@ -312,8 +316,10 @@ ncclResult_t enqueue_redop_create(enq_comm_t* dp, ncclRedOp_t* op_p, const void*
     }
   if (slot < 0) {
     if (dp->nredops >= (int)ncclMaxRedOp - (int)ncclNumOps) {
-      WARN("ncclRedOpCreatePreMulSum: this communicator already has %d live operators; destroy "
-           "some with ncclRedOpDestroy", dp->nredops);
+      WARN(
+          "ncclRedOpCreatePreMulSum: this communicator already has %d live operators; destroy "
+          "some with ncclRedOpDestroy",
+          dp->nredops);
       return ncclInvalidUsage;
     }
     enq_redop_t* grown = realloc(dp->redops, sizeof(*grown) * (size_t)(dp->nredops + 1));
@@ -345,8 +351,10 @@ static enq_redop_t* enq_redop_find(enq_comm_t* dp, ncclRedOp_t op) {
 
 ncclResult_t enqueue_redop_destroy(enq_comm_t* dp, ncclRedOp_t op) {
   if ((int)op >= 0 && (int)op < (int)ncclNumOps) {
-    WARN("ncclRedOpDestroy: op %d is a built-in operator; only operators from "
-         "ncclRedOpCreatePreMulSum can be destroyed", (int)op);
+    WARN(
+        "ncclRedOpDestroy: op %d is a built-in operator; only operators from "
+        "ncclRedOpCreatePreMulSum can be destroyed",
+        (int)op);
     return ncclInvalidArgument;
   }
   enq_redop_t* r = enq_redop_find(dp, op);
@@ -364,8 +372,10 @@ ncclResult_t enqueue_redop_check(enq_comm_t* dp, const char* func, ncclRedOp_t o
   if ((int)op >= 0 && (int)op < (int)ncclNumOps) return ncclSuccess;
   enq_redop_t* r = enq_redop_find(dp, op);
   if (r == NULL) {
-    WARN("%s: op %d is neither a built-in operator nor a live one from ncclRedOpCreatePreMulSum "
-         "on this communicator", func, (int)op);
+    WARN(
+        "%s: op %d is neither a built-in operator nor a live one from ncclRedOpCreatePreMulSum "
+        "on this communicator",
+        func, (int)op);
     return ncclInvalidArgument;
   }
   if (r->type != type) {

@@ -65,8 +65,7 @@ struct enq_comm {
   int min_ctas, max_ctas;   /* the communicator's config */
   uint32_t ring_slot_bytes;
   int p2p_nch;             /* connections per peer and direction (p2p transport) */
-  uint8_t* p2p_connected;  /* per peer */
-  uint8_t* p2p_nch_peer;   /* per peer: connections made */
+  uint8_t* p2p_nch_peer;   /* per peer: connections made per direction (0: not connected) */
   uint64_t dev_bytes;
   int device_ready; /* streams, events, device structures, transport: at the first operation */
   int ring_ready;   /* ring channels connected: at the first collective */

@@ -219,11 +219,11 @@ int enqueue_plan_needs_connect(enq_comm_t* dp) {
       continue;
     }
     if (op->kind == ENQ_SEND || op->kind == ENQ_RECV) {
-      if (op->root != dp->rank && !dp->p2p_connected[op->root]) return 1;
+      if (op->root != dp->rank && !dp->p2p_nch_peer[op->root]) return 1;
       continue;
     }
     for (int p = 0; p < dp->nranks; p++) /* AlltoAll/Gather/Scatter: every peer, at most */
-      if (p != dp->rank && !dp->p2p_connected[p]) return 1;
+      if (p != dp->rank && !dp->p2p_nch_peer[p]) return 1;
   }
   return 0;
 }
@@ -242,7 +242,7 @@ ncclResult_t enqueue_plan_connect(enq_comm_t* dp) {
   if (res == ncclSuccess && n > 0) res = MEM_CALLOC(&want, (size_t)dp->nranks);
   if (res == ncclSuccess) {
     for (int i = 0; i < n; i++)
-      if (v[i].bytes > 0 && v[i].peer != dp->rank && !dp->p2p_connected[v[i].peer])
+      if (v[i].bytes > 0 && v[i].peer != dp->rank && !dp->p2p_nch_peer[v[i].peer])
         want[v[i].peer] = 1;
     /* Peers in rank order: both ends of a pair then meet in the same order. */
     for (int p = 0; p < dp->nranks && n > 0; p++)
