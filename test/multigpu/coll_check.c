@@ -633,6 +633,27 @@ static int cc_check_report(struct cc_ctx* ctx, const struct cc_case* cs, const s
 
 /* ---- One matrix case ---- */
 
+/* Capture what follows on every local rank's stream into one graph per rank (thread-local mode). */
+static void cc_capture_begin(struct cc_ctx* ctx) {
+  for (int i = 0; i < ctx->nlocal; i++) {
+    CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
+    CC_CUDA(ctx, cudaStreamBeginCapture(ctx->r[i].stream, cudaStreamCaptureModeThreadLocal));
+  }
+}
+
+/* End every capture, then instantiate: the thread-local capture mode forbids instantiating
+ * while one of this thread's streams still captures. */
+static void cc_capture_end(struct cc_ctx* ctx) {
+  for (int i = 0; i < ctx->nlocal; i++) {
+    CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
+    CC_CUDA(ctx, cudaStreamEndCapture(ctx->r[i].stream, &ctx->r[i].graph));
+  }
+  for (int i = 0; i < ctx->nlocal; i++) {
+    CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
+    CC_CUDA(ctx, cudaGraphInstantiate(&ctx->r[i].exec, ctx->r[i].graph, 0));
+  }
+}
+
 /* Run cs (optionally captured and replayed) and check it; returns 1 when any rank of any process
  * failed. */
 static int cc_run_case(struct cc_ctx* ctx, struct cc_case cs, int graph_replays) {
@@ -646,22 +667,9 @@ static int cc_run_case(struct cc_ctx* ctx, struct cc_case cs, int graph_replays)
     cc_prepare(ctx, &cs);
     cc_wait(ctx, what);
     cc_barrier(ctx);
-    for (int i = 0; i < ctx->nlocal; i++) {
-      CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
-      CC_CUDA(ctx, cudaStreamBeginCapture(ctx->r[i].stream, cudaStreamCaptureModeThreadLocal));
-    }
+    cc_capture_begin(ctx);
     cc_issue(ctx, &cs);
-    for (int i = 0; i < ctx->nlocal; i++) {
-      struct cc_rank* r = &ctx->r[i];
-      CC_CUDA(ctx, cudaSetDevice(r->dev));
-      CC_CUDA(ctx, cudaStreamEndCapture(r->stream, &r->graph));
-    }
-    /* Instantiate only once no stream of this thread captures any more: the thread-local
-     * capture mode forbids it while one still does. */
-    for (int i = 0; i < ctx->nlocal; i++) {
-      CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
-      CC_CUDA(ctx, cudaGraphInstantiate(&ctx->r[i].exec, ctx->r[i].graph, 0));
-    }
+    cc_capture_end(ctx);
     uint32_t seed0 = cs.seed;
     for (int k = 0; k < graph_replays; k++) {
       cs.seed = seed0 + 7919u * (uint32_t)k;
@@ -957,20 +965,9 @@ static void cc_case_graph(struct cc_ctx* ctx) {
     for (int i = 0; i < ctx->nlocal; i++) cc_prepare_rank(ctx, &ctx->r[i], &cs[k], NULL);
   cc_wait(ctx, "graph: prepare");
   cc_barrier(ctx);
-  for (int i = 0; i < ctx->nlocal; i++) {
-    CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
-    CC_CUDA(ctx, cudaStreamBeginCapture(ctx->r[i].stream, cudaStreamCaptureModeThreadLocal));
-  }
+  cc_capture_begin(ctx);
   for (int k = 0; k < 3; k++) cc_issue(ctx, &cs[k]);
-  for (int i = 0; i < ctx->nlocal; i++) {
-    struct cc_rank* r = &ctx->r[i];
-    CC_CUDA(ctx, cudaSetDevice(r->dev));
-    CC_CUDA(ctx, cudaStreamEndCapture(r->stream, &r->graph));
-  }
-  for (int i = 0; i < ctx->nlocal; i++) {
-    CC_CUDA(ctx, cudaSetDevice(ctx->r[i].dev));
-    CC_CUDA(ctx, cudaGraphInstantiate(&ctx->r[i].exec, ctx->r[i].graph, 0));
-  }
+  cc_capture_end(ctx);
   for (int rep = 0; rep < replays; rep++) {
     int bad = 0;
     for (int k = 0; k < 3; k++) {

@@ -22,16 +22,7 @@
 #include "test_transport_kern.h"
 #include "transport.h"
 
-static __thread int t_rank = -1;
-
-#define EXPECT(cond)                                                                            \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      fprintf(stderr, "[rank %d pid %d] %s:%d: expected %s\n", t_rank, (int)getpid(), __FILE__, \
-              __LINE__, #cond);                                                                 \
-      bad++;                                                                                    \
-    }                                                                                           \
-  } while (0)
+#include "rank_expect.h"
 #define EXPECT_CUDA(call)                                                                       \
   do {                                                                                          \
     cudaError_t e_ = (call);                                                                    \

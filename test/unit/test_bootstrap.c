@@ -16,18 +16,7 @@
 #include "bootstrap_internal.h" /* white-box: forge ids and root messages */
 #include "fork_case.h"
 
-static __thread int t_rank = -1;
-
-/* For code running in many processes or threads at once: count failures locally, say which rank
- * saw them. */
-#define EXPECT(cond)                                                                            \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      fprintf(stderr, "[rank %d pid %d] %s:%d: expected %s\n", t_rank, (int)getpid(), __FILE__, \
-              __LINE__, #cond);                                                                 \
-      bad++;                                                                                    \
-    }                                                                                           \
-  } while (0)
+#include "rank_expect.h"
 
 static double now_s(void) { return (double)sock_clock_ns() / 1e9; }
 

@@ -21,16 +21,7 @@
 #include "fork_case.h"
 #include "transport_internal.h" /* white-box: the rule, the wire, the fake CUDA */
 
-static __thread int t_rank = -1;
-
-#define EXPECT(cond)                                                                            \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      fprintf(stderr, "[rank %d pid %d] %s:%d: expected %s\n", t_rank, (int)getpid(), __FILE__, \
-              __LINE__, #cond);                                                                 \
-      bad++;                                                                                    \
-    }                                                                                           \
-  } while (0)
+#include "rank_expect.h"
 
 /* ---- Fake CUDA ------------------------------------------------------------------------------ */
 
