@@ -1,0 +1,95 @@
+/*
+ * core/plugin: network plugins (ncclNet v6..v12, ncclCollNet v6..v12) as the core sees them.
+ *
+ * A net_t is one communicator's use of one loaded net plugin: the library (opened through
+ * plugin_open, so Choir's own plugins and third-party ones take the same path), the table of the
+ * version found, and the per-communicator context. Every version is driven through the
+ * functions below, which present the newest contract (v12) whatever the plugin's version:
+ *   - per-communicator init/finalize: native for v11+; for v6..v10 the plugin's one-time init
+ *     runs once per library (reference-counted) and the context is emulated; v10 gets the
+ *     communicator's traffic class at connect, as its ABI takes it there;
+ *   - properties are converted to ncclNetProperties_v12_t with the documented defaults for what
+ *     an old version lacks (regIsGlobal 0, forceFlush 0, netDeviceType HOST, vProps {1,{dev}},
+ *     maxP2pBytes 1 GiB, maxCollBytes 512 MiB, maxMultiRequestSize 1, railId/planeId -1);
+ *   - size limits of old versions are enforced here with a clear error instead of truncating
+ *     (isend/irecv above 2^31-1 bytes for v6..v8, regMr of 2 GiB or more for v6/v7);
+ *   - the optional-receive-completion hint reaches only v9+ plugins (reset to NULL before);
+ *   - entries a plugin leaves NULL (regMrDmaBuf, getDeviceMr, irecvConsumed, makeVDevice,
+ *     setNetAttr) answer ncclInvalidUsage "not supported by plugin <name>" where one is needed,
+ *     and are skipped where they are only hints (setNetAttr).
+ * Thread safety: the plugin's own rules (one thread per comm object at a time) apply; the
+ * functions add no locking except around the shared reference counts.
+ */
+#ifndef CHOIR_PLUGIN_NET_H
+#define CHOIR_PLUGIN_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base.h"
+#include "nccl_net.h"
+#include "plugin.h"
+
+typedef struct net net_t;
+
+/*
+ * Pick the network for a communicator, as NCCL does:
+ *   candidates = the NCCL_NET_PLUGIN comma list (unset: libnccl-net.so; "none": no external
+ *   entry), then Choir's own net plugins from its plugin directory (net-socket);
+ *   net_name (config.netName; the NCCL_NET environment variable overrides it) skips every
+ *   candidate whose table name differs (case-insensitive);
+ *   the first candidate that loads, initializes for this communicator and has at least one
+ *   device wins. One INFO NET line says which plugin (name, version, library) and why the ones
+ *   before it were passed over.
+ * Nothing usable: ncclInvalidUsage with a message naming what was tried (and net_name if set).
+ */
+ncclResult_t net_select(const char* net_name, uint64_t comm_id, int traffic_class,
+                        net_t** net_p);
+/* Open exactly the library `spec` (plugin_open's rules) and initialize it for one communicator.
+ * For tools and tests (the conformance suite). */
+ncclResult_t net_open(const char* spec, uint64_t comm_id, int traffic_class, net_t** net_p);
+/* Finalize the communicator's context and drop the library reference. Safe with NULL. */
+void net_close(net_t* net);
+
+const char* net_name(const net_t* net);      /* the table's name ("Socket", "IB", ...) */
+int net_version(const net_t* net);           /* ABI version of the table found (6..12) */
+const char* net_lib_path(const net_t* net);  /* the file opened */
+int net_ndev(const net_t* net);
+/* Properties of device dev (0 <= dev < net_ndev), converted to v12. */
+ncclResult_t net_props(net_t* net, int dev, ncclNetProperties_v12_t* props_p);
+
+/* The ncclNet calls, with the v12 contract (see abi/nccl_net_v12.h). handle: a buffer of
+ * NCCL_NET_HANDLE_MAXSIZE bytes. connect/accept are non-blocking: success with *comm_p NULL
+ * means "call again". isend/irecv: success with *req_p NULL means "retry later". */
+ncclResult_t net_listen(net_t* net, int dev, void* handle, void** listen_comm_p);
+ncclResult_t net_connect(net_t* net, int dev, void* handle, void** send_comm_p);
+ncclResult_t net_accept(net_t* net, void* listen_comm, void** recv_comm_p);
+ncclResult_t net_reg_mr(net_t* net, void* comm, void* data, size_t size, int type, void** mh_p);
+ncclResult_t net_reg_mr_dmabuf(net_t* net, void* comm, void* data, size_t size, int type,
+                               uint64_t offset, int fd, void** mh_p);
+ncclResult_t net_dereg_mr(net_t* net, void* comm, void* mh);
+ncclResult_t net_isend(net_t* net, void* send_comm, void* data, size_t size, int tag, void* mh,
+                       void** req_p);
+/* *req_p on input: NULL, or NCCL_NET_OPTIONAL_RECV_COMPLETION as a hint. */
+ncclResult_t net_irecv(net_t* net, void* recv_comm, int n, void** data, size_t* sizes, int* tags,
+                       void** mhs, void** req_p);
+/* *req_p NULL on success: nothing to wait for. */
+ncclResult_t net_iflush(net_t* net, void* recv_comm, int n, void** data, int* sizes, void** mhs,
+                        void** req_p);
+/* sizes may be NULL; else n entries (1 for a send) receive the bytes moved when *done_p. */
+ncclResult_t net_test(net_t* net, void* req, int* done_p, int* sizes);
+ncclResult_t net_close_send(net_t* net, void* send_comm);
+ncclResult_t net_close_recv(net_t* net, void* recv_comm);
+ncclResult_t net_close_listen(net_t* net, void* listen_comm);
+
+/* ---- collective networks (optional, same library). Found independently of the net version.
+ * net_collnet: NULL when the library has none, its init failed or it has no devices (that
+ * disables collnet only). The calls mirror ncclCollNet_v12_t with the same adaptations. ---- */
+typedef struct collnet collnet_t;
+collnet_t* net_collnet(net_t* net);
+int collnet_version(const collnet_t* cn);
+int collnet_ndev(const collnet_t* cn);
+ncclResult_t collnet_props(collnet_t* cn, int dev, ncclNetProperties_v12_t* props_p);
+
+#endif
