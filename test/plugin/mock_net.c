@@ -294,8 +294,7 @@ static ncclResult_t mock_close_listen(void* listen_comm) {
   return ncclSuccess;
 }
 
-__attribute__((unused)) static ncclResult_t mock_get_device_mr(void* comm, void* mh,
-                                                               void** dptr) {
+__attribute__((unused)) static ncclResult_t mock_get_device_mr(void* comm, void* mh, void** dptr) {
   (void)comm;
   *dptr = mh;
   return ncclSuccess;
@@ -321,8 +320,8 @@ static ncclResult_t mock_init(ncclDebugLogger_t log, ncclProfilerCallback_t prof
 }
 #else
 static ncclResult_t mock_init(void** ctx, uint64_t comm_id,
-                              MOCK_CAT3(ncclNetCommConfig_v, V, _t) * config,
-                              ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
+                              MOCK_CAT3(ncclNetCommConfig_v, V, _t) * config, ncclDebugLogger_t log,
+                              ncclProfilerCallback_t prof) {
   stats.prof_given = prof != NULL;
   stats.last_comm_id = comm_id;
   ncclResult_t res = mock_init_common(log);
@@ -452,8 +451,8 @@ __attribute__((unused)) static ncclResult_t mock_make_vdevice(int* d, VPROPS_T* 
 }
 #endif
 #if V >= 11
-__attribute__((unused)) static ncclResult_t mock_set_attr(
-    void* ctx, MOCK_CAT3(ncclNetAttr_v, V, _t) * attr) {
+__attribute__((unused)) static ncclResult_t mock_set_attr(void* ctx,
+                                                          MOCK_CAT3(ncclNetAttr_v, V, _t) * attr) {
   (void)ctx, (void)attr;
   return ncclSuccess;
 }

@@ -18,7 +18,7 @@ typedef struct {
   int last_traffic_class; /* seen at connect (v10: its config; v11+: from the ctx) */
   uint64_t last_comm_id;  /* v11+ init */
   int irecv_calls;
-  int hint_seen;          /* irecv calls whose *request was NCCL_NET_OPTIONAL_RECV_COMPLETION */
+  int hint_seen; /* irecv calls whose *request was NCCL_NET_OPTIONAL_RECV_COMPLETION */
   size_t last_reg_size;
   size_t last_dmabuf_size;
   size_t last_send_size;

@@ -275,8 +275,7 @@ static void test_collnet(net_t* a, net_t* b, int v, int cv, mock_net_stats_t* st
   } else {
     CHECK_CONTAINS(err_last(), "iallgather is not supported by plugin MockColl_v");
   }
-  res = collnet_ireducescatter(cn, cc, 1, parts, recvf, 32, 0, 32, ncclFloat32, ncclSum, smh,
-                               &req);
+  res = collnet_ireducescatter(cn, cc, 1, parts, recvf, 32, 0, 32, ncclFloat32, ncclSum, smh, &req);
   CHECK_EQ_INT(res, cv >= 8 ? ncclSuccess : ncclInvalidUsage);
   if (res == ncclSuccess) CHECK_EQ_INT(collnet_test(cn, req, &done, NULL), ncclSuccess);
   if (cv == 8) {
@@ -431,30 +430,77 @@ typedef struct {
   const char* net_arg;    /* net_select's net_name */
   const char* extra_env;  /* "VAR=value" */
   ncclResult_t res;
-  const char* name;       /* expected table name */
-  const char* msg[3];     /* expected in the log (or, on failure, in the last error) */
+  const char* name;   /* expected table name */
+  const char* msg[3]; /* expected in the log (or, on failure, in the last error) */
 } select_case_t;
 
 static const select_case_t select_cases[] = {
     {"list order", "mockfn9,mockfn12", NULL, NULL, NULL, ncclSuccess, "MockFn_v9", {NULL}},
-    {"init failure and no devices skipped", "fnfailinit,fnnodev,mockfn11", NULL, NULL,
-     "MOCK_NODEV_NDEV=0", ncclSuccess, "MockFn_v11",
+    {"init failure and no devices skipped",
+     "fnfailinit,fnnodev,mockfn11",
+     NULL,
+     NULL,
+     "MOCK_NODEV_NDEV=0",
+     ncclSuccess,
+     "MockFn_v11",
      {"passed over: fnfailinit: init of 'FailInit' failed", "fnnodev: 'NoDev' has no devices",
       "NET/Plugin: using MockFn_v11 (v11"}},
     {"none: Choir's own", "none", NULL, NULL, NULL, ncclSuccess, "Socket", {NULL}},
-    {"unset: default absent, Choir's own", NULL, NULL, NULL, NULL, ncclSuccess, "Socket",
+    {"unset: default absent, Choir's own",
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     ncclSuccess,
+     "Socket",
      {"could not find 'libnccl-net.so'"}},
-    {"NCCL_NET by table name, any case", "mockfn9", "sOcKeT", NULL, NULL, ncclSuccess, "Socket",
+    {"NCCL_NET by table name, any case",
+     "mockfn9",
+     "sOcKeT",
+     NULL,
+     NULL,
+     ncclSuccess,
+     "Socket",
      {"its name 'MockFn_v9' is not 'sOcKeT'"}},
-    {"net_name argument", "mockfn9,mockfn10", NULL, "mockfn_V10", NULL, ncclSuccess,
-     "MockFn_v10", {NULL}},
-    {"NCCL_NET overrides net_name", "mockfn10,mockfn9", "MockFn_v9", "Socket", NULL, ncclSuccess,
-     "MockFn_v9", {NULL}},
-    {"named library that does not load is a warning", "doesnotexist,mockfn12", NULL, NULL, NULL,
-     ncclSuccess, "MockFn_v12", {"NCCL WARN NET/Plugin: could not find 'doesnotexist'"}},
-    {"nothing usable", "none", NULL, NULL, "MOCK_SOCKET_NDEV=0", ncclInvalidUsage, NULL,
+    {"net_name argument",
+     "mockfn9,mockfn10",
+     NULL,
+     "mockfn_V10",
+     NULL,
+     ncclSuccess,
+     "MockFn_v10",
+     {NULL}},
+    {"NCCL_NET overrides net_name",
+     "mockfn10,mockfn9",
+     "MockFn_v9",
+     "Socket",
+     NULL,
+     ncclSuccess,
+     "MockFn_v9",
+     {NULL}},
+    {"named library that does not load is a warning",
+     "doesnotexist,mockfn12",
+     NULL,
+     NULL,
+     NULL,
+     ncclSuccess,
+     "MockFn_v12",
+     {"NCCL WARN NET/Plugin: could not find 'doesnotexist'"}},
+    {"nothing usable",
+     "none",
+     NULL,
+     NULL,
+     "MOCK_SOCKET_NDEV=0",
+     ncclInvalidUsage,
+     NULL,
      {"no usable net plugin", "'Socket' has no devices"}},
-    {"no plugin of that name", "mockfn12", "nosuch", NULL, NULL, ncclInvalidUsage, NULL,
+    {"no plugin of that name",
+     "mockfn12",
+     "nosuch",
+     NULL,
+     NULL,
+     ncclInvalidUsage,
+     NULL,
      {"no usable net plugin named 'nosuch'", "its name 'MockFn_v12' is not 'nosuch'"}},
 };
 
