@@ -44,6 +44,7 @@ struct conn_io {
   uint64_t* shead;
   uint64_t sstep;
   uint32_t sslot;
+  uint32_t* ssizes; /* net send ends: the slot byte counts the proxy reads (else NULL) */
   const volatile uint32_t* abort_flag;
 };
 
@@ -61,6 +62,7 @@ __device__ __forceinline__ void io_load_send(conn_io& io, const kern_conn_t* c) 
   io.shead = c->head;
   io.sstep = c->step;
   io.sslot = c->slot_bytes;
+  io.ssizes = c->sizes;
 }
 
 /* Waits until `*ctr + slack >= target`; false when the communicator was aborted meanwhile. */
@@ -90,12 +92,15 @@ __device__ __forceinline__ bool io_wait(conn_io& io, bool recv, bool send) {
   return aborted == 0;
 }
 
-/* All threads, after the step's copy: thread 0 publishes the data sent (fence first, so the
- * peer sees the data before the counter) and the slot consumed. */
-__device__ __forceinline__ void io_post(conn_io& io, bool recv, bool send) {
+/* All threads, after the step's copy: thread 0 publishes the data sent (its byte count first
+ * where the connection has a size FIFO, then a fence, so the peer sees both before the counter)
+ * and the slot consumed. */
+__device__ __forceinline__ void io_post(conn_io& io, bool recv, bool send, uint64_t send_bytes) {
   __syncthreads();
   if (threadIdx.x == 0) {
     if (send) {
+      if (io.ssizes != nullptr)
+        *(volatile uint32_t*)&io.ssizes[io.sstep % KERN_NSLOTS] = (uint32_t)send_bytes;
       fence_acq_rel_sys();
       st_relaxed_sys(io.stail, io.sstep + 1);
     }
@@ -131,7 +136,7 @@ __device__ __forceinline__ bool io_step(const R& r, conn_io& io, bool recv, bool
     rc_run(r, p, nelem, nsrcs, ndsts, mask, post, threadIdx.x / 32, blockDim.x / 32,
            threadIdx.x % 32);
   }
-  io_post(io, recv, send);
+  io_post(io, recv, send, nelem * sizeof(typename R::B));
   return true;
 }
 

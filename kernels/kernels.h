@@ -150,6 +150,10 @@ typedef struct kern_conn {
   uint32_t connected;  /* 1 once the transport filled it; a kernel never uses one that is 0 */
   uint32_t transport;  /* kern_transport_t, for logs and tests */
   uint32_t pad;
+  /* Net send ends only (NULL otherwise): KERN_NSLOTS byte counts, host-mapped. The sender
+   * writes slot i's count to sizes[i % KERN_NSLOTS] before publishing tail, so that the proxy
+   * thread knows how much to hand to the network (the receiver computes its own). */
+  uint32_t* sizes;
 } kern_conn_t;
 
 typedef enum { KERN_TRANSPORT_NONE = 0, KERN_TRANSPORT_P2P = 1, KERN_TRANSPORT_SHM = 2,
@@ -272,8 +276,8 @@ KERN_STATIC_ASSERT(offsetof(kern_reduce_copy_args_t, nctas) == 132,
                    "kern_reduce_copy_args_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_reduce_copy_args_t) == 136, "kern_reduce_copy_args_t size");
 KERN_STATIC_ASSERT(KERN_RC_MAX_SRCS <= 32, "preop_mask has one bit per source");
-KERN_STATIC_ASSERT(sizeof(kern_conn_t) == 48, "kern_conn_t layout");
-KERN_STATIC_ASSERT(sizeof(kern_channel_t) == 120, "kern_channel_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_conn_t) == 56, "kern_conn_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_channel_t) == 136, "kern_channel_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_coll_work_t) == 80, "kern_coll_work_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_p2p_op_t) == 32, "kern_p2p_op_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_p2p_batch_t) <= 4096, "a p2p batch fits the classic parameter space");

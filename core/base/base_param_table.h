@@ -84,6 +84,9 @@ PARAM_INT(P2P_DISABLE, "NCCL_P2P_DISABLE", 0,
           "1: never use peer-to-peer between GPUs (shared host memory or the network instead)")
 PARAM_INT(SHM_DISABLE, "NCCL_SHM_DISABLE", 0,
           "1: never use the shared-memory transport between processes of one host")
+PARAM_INT(NET_DISABLE_INTRA, "NCCL_NET_DISABLE_INTRA", 0,
+          "1: never use the network between GPUs of one host (fail instead when p2p and shm are "
+          "both off); 0: fall back to the network, as NCCL does")
 PARAM_STR(NET_GDR_LEVEL, "NCCL_NET_GDR_LEVEL", NULL,
           "farthest path between NIC and GPU for GPUDirect RDMA: LOC, PIX, PXB, PHB or SYS (or "
           "legacy 0..4); unset: PXB")

@@ -197,6 +197,8 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
                            .cuda_dev = comm->cuda_dev, .peers = tpeers,
                            .abort_flag = &comm->abort_flag, .min_ctas = comm->config.min_ctas,
                            .max_ctas = comm->config.max_ctas, .comm_hash = comm->comm_hash,
+                           .net_name = comm->config.net_name,
+                           .traffic_class = comm->config.traffic_class,
                            .rings = graph ? graph->rings : NULL,
                            .nrings = graph ? graph_nchannels(graph) : 0,
                            .p2p_policy = comm->topo ? comm_p2p_policy : NULL,

@@ -17,8 +17,20 @@ ncclResult_t comm_check(const char* func, ncclComm_t comm) {
   return ncclSuccess;
 }
 
+/* A network failure the proxy met becomes the communicator's status (once it is ready: before,
+ * the data path may still be in the making). */
+static void comm_poll_async(ncclComm_t comm) {
+  int expected = ncclSuccess;
+  if (__atomic_load_n(&comm->status, __ATOMIC_ACQUIRE) != ncclSuccess) return;
+  ncclResult_t net = enqueue_comm_async_error(comm->dp);
+  if (net != ncclSuccess)
+    __atomic_compare_exchange_n(&comm->status, &expected, (int)net, false, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
+}
+
 ncclResult_t comm_check_ready(const char* func, ncclComm_t comm) {
   CHECK(comm_check(func, comm));
+  comm_poll_async(comm);
   int status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
   if (status == ncclInProgress) return ncclInProgress;
   if (status != ncclSuccess) {
@@ -36,6 +48,7 @@ ncclResult_t comm_check_ready(const char* func, ncclComm_t comm) {
 
 ncclResult_t comm_get_async_error(ncclComm_t comm, ncclResult_t* res_p) {
   CHECK(comm_check("ncclCommGetAsyncError", comm));
+  comm_poll_async(comm);
   *res_p = (ncclResult_t)__atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
   return ncclSuccess;
 }

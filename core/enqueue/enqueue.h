@@ -58,6 +58,8 @@ typedef struct enq_comm_args {
   int min_ctas;                  /* config minCTAs / maxCTAs (already validated) */
   int max_ctas;
   uint64_t comm_hash;
+  const char* net_name;          /* config netName (NCCL_NET applied), NULL: any; copied */
+  int traffic_class;             /* config trafficClass, -1: undefined */
   /* From the topology search (may be NULL: rings in rank order): nrings rings of nranks ranks,
    * which the ring channels reuse cyclically. The p2p policy (NCCL_P2P_LEVEL on the topology
    * model) is handed to the transport. Both are copied / must outlive the data path. */
@@ -73,6 +75,9 @@ typedef struct enq_comm_args {
 ncclResult_t enqueue_comm_create(const enq_comm_args_t* args, enq_comm_t** dp_p);
 /* Make running and future kernels of this communicator give up waiting for peers. */
 void enqueue_comm_abort(enq_comm_t* dp);
+/* ncclSuccess, or the error that stopped the communicator's data path behind the user's back
+ * (a network failure seen by the proxy thread). */
+ncclResult_t enqueue_comm_async_error(enq_comm_t* dp);
 /* Wait until every operation launched so far has completed on the GPU. */
 ncclResult_t enqueue_comm_finalize(enq_comm_t* dp);
 /* Free everything (after finalize, or after abort). Safe with NULL. */

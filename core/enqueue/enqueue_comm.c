@@ -15,6 +15,8 @@
  * memory (shm) the link is the bottleneck and every channel costs pinned host memory. */
 #define ENQ_DEFAULT_CHANNELS_P2P 64
 #define ENQ_DEFAULT_CHANNELS_SHM 8
+/* Through the network every channel is a pair of plugin connections and host buffers. */
+#define ENQ_DEFAULT_CHANNELS_NET 4
 /* Send/recv connections per peer and direction over p2p (NCCL_MAX_P2P_NCHANNELS caps it). */
 #define ENQ_DEFAULT_P2P_NCH 32
 /* Over shm every connection is a host buffer: fewer of them. */
@@ -33,8 +35,10 @@ static int enq_clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi :
 /* The number of ring channels: Choir's default, then NCCL_MIN/MAX_NCHANNELS, then the
  * communicator's minCTAs/maxCTAs, within 1..KERN_MAX_CHANNELS. Equal on every rank as long as
  * the environment is (as NCCL assumes). */
-static int enq_ring_nchannels(const enq_comm_t* a, int all_p2p) {
-  int n = all_p2p ? ENQ_DEFAULT_CHANNELS_P2P : ENQ_DEFAULT_CHANNELS_SHM;
+static int enq_ring_nchannels(const enq_comm_t* a, int slowest) {
+  int n = slowest == KERN_TRANSPORT_P2P   ? ENQ_DEFAULT_CHANNELS_P2P
+          : slowest == KERN_TRANSPORT_SHM ? ENQ_DEFAULT_CHANNELS_SHM
+                                          : ENQ_DEFAULT_CHANNELS_NET;
   int64_t lo = param_int(PARAM_MIN_NCHANNELS), hi = param_int(PARAM_MAX_NCHANNELS);
   if (hi > 0 && n > hi) n = (int)hi;
   if (lo > 0 && n < lo) n = (int)enq_clamp((int)lo, 1, KERN_MAX_CHANNELS);
@@ -56,19 +60,22 @@ static ncclResult_t enq_upload_comm(enq_comm_t* dp) {
 }
 
 static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
-  /* The channel count must be equal everywhere: agree on whether every pair of ranks is p2p. */
-  int32_t* p2p_ok = NULL;
-  CHECK(MEM_CALLOC(&p2p_ok, (size_t)dp->nranks));
-  p2p_ok[dp->rank] = 1;
+  /* The channel count must be equal everywhere: agree on the slowest transport any pair of
+   * ranks uses (kinds order p2p < shm < net). */
+  int32_t* slowest = NULL;
+  CHECK(MEM_CALLOC(&slowest, (size_t)dp->nranks));
+  slowest[dp->rank] = KERN_TRANSPORT_P2P;
+  for (int r = 0; r < dp->nranks; r++) {
+    int k = r == dp->rank ? KERN_TRANSPORT_P2P : (int)transport_kind(dp->transport, r);
+    if (k > slowest[dp->rank]) slowest[dp->rank] = k;
+  }
+  ncclResult_t ares = bootstrap_allgather(dp->bs, slowest, sizeof(int32_t));
+  int worst = KERN_TRANSPORT_P2P;
   for (int r = 0; r < dp->nranks; r++)
-    if (r != dp->rank && transport_kind(dp->transport, r) != KERN_TRANSPORT_P2P)
-      p2p_ok[dp->rank] = 0;
-  ncclResult_t ares = bootstrap_allgather(dp->bs, p2p_ok, sizeof(int32_t));
-  int all_p2p = 1;
-  for (int r = 0; r < dp->nranks; r++) all_p2p &= p2p_ok[r] != 0;
-  free(p2p_ok);
+    if (slowest[r] > worst) worst = slowest[r];
+  free(slowest);
   CHECK(ares);
-  dp->nchannels = enq_ring_nchannels(dp, all_p2p);
+  dp->nchannels = enq_ring_nchannels(dp, worst);
   const int n = dp->nranks, nch = dp->nchannels;
   CHECK(MEM_CALLOC(&dp->ring_ranks, (size_t)nch * n));
   /* The topology search's rings, reused cyclically (the kernels want more channels than the
@@ -125,6 +132,7 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   dp->nranks = a->nranks;
   dp->cuda_dev = a->cuda_dev;
   dp->comm_hash = a->comm_hash;
+  dp->traffic_class = a->traffic_class;
   dp->bs = a->bs;
   dp->host_abort = a->abort_flag;
   dp->min_ctas = a->min_ctas;
@@ -133,6 +141,11 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   int64_t p2p_max = param_int(PARAM_MAX_P2P_NCHANNELS);
   dp->p2p_nch =
       enq_clamp(p2p_max > 0 ? (int)p2p_max : ENQ_DEFAULT_P2P_NCH, 1, KERN_MAX_P2P_CHANNELS);
+  if (a->net_name != NULL && (dp->net_name = strdup(a->net_name)) == NULL) {
+    WARN("rank %d: out of memory", a->rank);
+    res = ncclSystemError;
+    goto err;
+  }
   CHECK_GOTO(MEM_CALLOC(&dp->peers, (size_t)a->nranks), res, err);
   memcpy(dp->peers, a->peers, sizeof(*dp->peers) * (size_t)a->nranks);
   if (a->rings != NULL && a->nrings > 0) {
@@ -188,6 +201,8 @@ ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp) {
   dp->host_kc.p2p_recv = dp->dev_p2p + (size_t)nranks * KERN_MAX_P2P_CHANNELS;
   CHECK(transport_create(dp->bs, rank, nranks, dp->cuda_dev, dp->peers, dp->host_abort,
                          dp->p2p_policy, dp->p2p_policy_ctx, &dp->transport));
+  CHECK(transport_set_net(dp->transport, dp->net_name, dp->comm_hash, dp->traffic_class,
+                          dp->abort_host));
   CHECK(enq_upload_comm(dp));
   dp->device_ready = 1;
   return ncclSuccess;
@@ -250,6 +265,10 @@ out:
   return res;
 }
 
+ncclResult_t enqueue_comm_async_error(enq_comm_t* dp) {
+  return dp == NULL ? ncclSuccess : transport_async_error(dp->transport);
+}
+
 void enqueue_comm_abort(enq_comm_t* dp) {
   if (dp && dp->abort_host) __atomic_store_n(dp->abort_host, 1u, __ATOMIC_SEQ_CST);
 }
@@ -290,6 +309,7 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
   if (saved >= 0) cuda_set_device(saved);
   free(dp->ring_ranks);
   free(dp->graph_rings);
+  free(dp->net_name);
   free(dp->peers);
   free(dp->p2p_nch_peer);
   free(dp->ops);

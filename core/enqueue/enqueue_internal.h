@@ -41,6 +41,8 @@ struct enq_comm {
   int nranks;
   int cuda_dev;
   uint64_t comm_hash;
+  char* net_name;  /* for the transport's choice of net plugin (NULL: any) */
+  int traffic_class;
   bootstrap_t* bs;
   transport_t* transport;
   transport_peer_t* peers;

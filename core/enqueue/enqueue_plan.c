@@ -65,17 +65,19 @@ static int enq_is_coll(enq_kind_t k) { return k <= ENQ_ALLREDUCE; }
 
 /* Kernels of one communicator must not overlap (they share the connections): a launch on a
  * stream other than the previous one waits for the previous launch. Not under capture: the
- * graph's own order applies there, and an event from outside the capture cannot be waited on. */
+ * graph's own order applies there, and an event from outside the capture cannot be waited on.
+ * Enter and leave also mark the launch for the proxy thread (network connections only). */
 static ncclResult_t enq_stream_enter(enq_comm_t* dp, cudaStream_t s, int* capturing_p) {
   enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(s, &st));
   *capturing_p = st != cudaStreamCaptureStatusNone;
   if (!*capturing_p && dp->launched && dp->last_stream != s)
     CUDA_CHECK(cudaStreamWaitEvent(s, dp->done_ev, 0));
-  return ncclSuccess;
+  return transport_launch_begin(dp->transport, s, *capturing_p);
 }
 
 static ncclResult_t enq_stream_leave(enq_comm_t* dp, cudaStream_t s, int capturing) {
+  CHECK(transport_launch_end(dp->transport, s));
   if (capturing) return ncclSuccess;
   CUDA_CHECK(cudaEventRecord(dp->done_ev, s));
   dp->last_stream = s;
@@ -135,6 +137,7 @@ static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op) {
   ncclResult_t res = kern_coll_launch(&w, op->stream);
   if (res != ncclSuccess) {
     WARN("rank %d: cannot launch the collective: %s", dp->rank, kern_last_error());
+    (void)transport_launch_end(dp->transport, op->stream);
     return res;
   }
   TRACE(NCCL_COLL, "rank %d: coll %d count %zu type %d op %d root %d: %d channels, %u-byte slices",
@@ -333,6 +336,7 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
   if (res != ncclSuccess) {
     WARN("rank %d: cannot launch %u send/recv operations: %s", dp->rank, b.nops,
          kern_last_error());
+    (void)transport_launch_end(dp->transport, s);
     return res;
   }
   TRACE(NCCL_P2P, "rank %d: p2p batch of %u ops, %u CTAs", dp->rank, b.nops, b.nctas);

@@ -87,4 +87,7 @@ ncclResult_t plugin_specs(const plugin_kind_t* kind, const char* value,
 bool plugin_check_slots(const void* table, size_t table_size, const char* const* slot_names,
                         const int* optional, int noptional, char* why, size_t why_size);
 
+/* The net plugins' interface lives in its own header; the rest of the core reaches it here. */
+#include "plugin_net.h"
+
 #endif

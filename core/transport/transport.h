@@ -9,7 +9,8 @@
  *        across processes through CUDA IPC handles exchanged over the bootstrap.
  *   shm  same host, no p2p (or NCCL_P2P_DISABLE=1): buffer and counters in host shared memory,
  *        registered with CUDA and mapped into both processes.
- *   net  another host: not built yet (issue 7); connecting fails with a message that says so.
+ *   net  another host, or the same host with p2p and shm both off: through the net plugin
+ *        (plugin_net.h), progressed by the proxy thread (core/proxy); buffers in host memory.
  * This is the module's only header for the rest of the core.
  */
 #ifndef CHOIR_TRANSPORT_H
@@ -71,6 +72,19 @@ typedef struct transport_req {
  * untouched. Several connects may run at once on different communicators (threads).
  */
 ncclResult_t transport_connect(transport_t* t, transport_req_t* reqs, int nreqs, int tag);
+
+/* Inputs of the network choice, made at the first net connection: config.netName (NCCL_NET
+ * overrides it; NULL: any), the communicator's id and traffic class (-1: undefined), and the
+ * flag the kernels poll (host address), raised by the proxy on a network failure. */
+ncclResult_t transport_set_net(transport_t* t, const char* net_name, uint64_t comm_id,
+                               int traffic_class, volatile uint32_t* kernel_abort);
+/* Around every kernel launch that may use this transport's connections (capturing: the launch
+ * goes into a CUDA graph): lets the proxy thread sleep between operations. No-ops without
+ * network connections. */
+ncclResult_t transport_launch_begin(transport_t* t, cudaStream_t stream, int capturing);
+ncclResult_t transport_launch_end(transport_t* t, cudaStream_t stream);
+/* ncclSuccess, or the network error that stopped the proxy. */
+ncclResult_t transport_async_error(const transport_t* t);
 
 /* Bytes of device memory and of host shared memory allocated by this transport so far. */
 void transport_mem_usage(const transport_t* t, uint64_t* dev_bytes_p, uint64_t* host_bytes_p);

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plugin.h"
+#include "proxy.h"
 #include "transport.h"
 
 /* Alignment of every connection buffer, and the line each counter has to itself (no false
@@ -57,24 +59,26 @@ const transport_cuda_ops_t* transport_cuda(void);
 
 /* The rule, as a pure function of its inputs (every input 0 or 1):
  *   another host -> net; p2p when not disabled, allowed by the policy and peer access works both
- *   ways; else shm unless disabled; else none (connecting fails, naming both knobs). */
+ *   ways; else shm unless disabled; else net, as NCCL does, unless NCCL_NET_DISABLE_INTRA=1;
+ *   else none (connecting fails, naming the knobs). */
 kern_transport_t transport_kind_rule(int same_host, int p2p_disable, int policy_allows,
-                                     int peer_access, int shm_disable);
+                                     int peer_access, int shm_disable, int net_intra_disable);
 
 /* ---- Resources -------------------------------------------------------------------------- */
 
 typedef enum {
   TRANSPORT_RES_DEV = 0, /* device memory this rank allocated (dev_alloc) */
   TRANSPORT_RES_IPC = 1, /* a peer's device memory opened by IPC handle */
-  TRANSPORT_RES_SHM = 2  /* a shared-memory segment mapped here (created or opened) */
+  TRANSPORT_RES_SHM = 2, /* a shared-memory segment mapped here (created or opened) */
+  TRANSPORT_RES_HOST = 3 /* host memory of a net connection end, registered with CUDA */
 } transport_res_kind_t;
 
 typedef struct transport_res {
   struct transport_res* next;
   transport_res_kind_t kind;
-  void* ptr;        /* DEV: allocation base; IPC: mapped base; SHM: host mapping */
-  size_t bytes;     /* DEV, SHM: size; IPC: 0 (not ours) */
-  bool registered;  /* SHM: host_register done */
+  void* ptr;        /* DEV: allocation base; IPC: mapped base; SHM: host mapping; HOST: malloc */
+  size_t bytes;     /* DEV, SHM, HOST: size; IPC: 0 (not ours) */
+  bool registered;  /* SHM, HOST: host_register done */
   bool created;     /* SHM: this rank created it */
   bool named;       /* SHM: the name may still exist (unlink when released) */
   char name[TRANSPORT_SHM_NAME_MAX];
@@ -83,6 +87,8 @@ typedef struct transport_res {
 /* Release what r holds and free r. Safe with NULL. */
 void transport_res_release(transport_res_t* r);
 void transport_res_release_list(transport_res_t* list);
+/* Keep r until transport_destroy (and count its bytes). Safe with NULL. */
+void transport_res_push(transport_t* t, transport_res_t* r);
 
 /* ---- Shared memory segments (transport_shm.c) -------------------------------------------- */
 
@@ -115,6 +121,13 @@ struct transport {
   transport_res_t* res;    /* everything the connects so far left */
   uint64_t dev_bytes;
   uint64_t host_bytes;
+  /* Network: chosen at the first net connection (transport_set_net gives the inputs). */
+  char* net_name;          /* config.netName / NCCL_NET, or NULL */
+  uint64_t comm_id;
+  int traffic_class;
+  volatile uint32_t* kernel_abort;
+  net_t* net;
+  proxy_t* proxy;
 };
 
 /* ---- The exchange ----------------------------------------------------------------------- */
@@ -201,7 +214,21 @@ typedef struct transport_group {
   transport_res_t* mapped;       /* the peer's block mapped here (NULL: none, or raw) */
   char* peer_base;               /* device address of the peer's block's start */
   kern_conn_t* conns;            /* n: filled by map, copied to the outs on success */
+  /* net only */
+  struct transport_net_end* net_ends;               /* n */
+  unsigned char (*mine_handles)[NCCL_NET_HANDLE_MAXSIZE];   /* n: receive ends' listen handles */
+  unsigned char (*theirs_handles)[NCCL_NET_HANDLE_MAXSIZE]; /* theirs.nconns */
 } transport_group_t;
+
+/* One net connection end while a connect builds it. */
+typedef struct transport_net_end {
+  int dev;                /* the NIC (net device) it uses */
+  void* listen_comm;      /* receive end, until accepted */
+  void* comm;             /* send or receive comm, once up */
+  void* mhandle;          /* its buffer's registration */
+  transport_res_t* mem;   /* its host block */
+  char* dev_base;         /* the block's device address */
+} transport_net_end_t;
 
 /* Allocate and describe (in g->mine, g->mine_c) what this rank hosts for g->peer. */
 ncclResult_t transport_p2p_host(transport_t* t, transport_group_t* g);
@@ -209,5 +236,19 @@ ncclResult_t transport_shm_host(transport_t* t, transport_group_t* g);
 /* After transport_wire_check: map the peer's block and fill g->conns. */
 ncclResult_t transport_p2p_map(transport_t* t, transport_group_t* g);
 ncclResult_t transport_shm_map(transport_t* t, transport_group_t* g);
+
+/* ---- net (transport_net.c) ---------------------------------------------------------------- */
+
+/* The net plugin and the proxy thread, made at the first net connection. */
+ncclResult_t transport_net_ensure(transport_t* t);
+/* Allocate every end's block and listen for the receive ends (g->mine_handles). */
+ncclResult_t transport_net_host(transport_t* t, transport_group_t* g);
+/* After round 1 (theirs_handles, match): connect and accept every net end of every group,
+ * register the buffers and fill g->conns. */
+ncclResult_t transport_net_establish(transport_t* t, transport_group_t* groups, int ngroups);
+/* After round 2 succeeded: hand the ends to the proxy, keep the memory. */
+ncclResult_t transport_net_commit(transport_t* t, transport_group_t* g);
+/* Undo whatever of g's net ends exists (failure paths). */
+void transport_net_release(transport_t* t, transport_group_t* g);
 
 #endif

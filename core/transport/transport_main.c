@@ -31,10 +31,11 @@ const char* transport_kind_name(kern_transport_t kind) {
 }
 
 kern_transport_t transport_kind_rule(int same_host, int p2p_disable, int policy_allows,
-                                     int peer_access, int shm_disable) {
+                                     int peer_access, int shm_disable, int net_intra_disable) {
   if (!same_host) return KERN_TRANSPORT_NET;
   if (!p2p_disable && policy_allows && peer_access) return KERN_TRANSPORT_P2P;
   if (!shm_disable) return KERN_TRANSPORT_SHM;
+  if (!net_intra_disable) return KERN_TRANSPORT_NET;
   return KERN_TRANSPORT_NONE;
 }
 
@@ -54,6 +55,10 @@ void transport_res_release(transport_res_t* r) {
       if (r->registered) cu->host_unregister(r->ptr);
       if (munmap(r->ptr, r->bytes) != 0) WARN("shm: munmap of segment %s failed: %m", r->name);
       transport_shm_unlink(r);
+      break;
+    case TRANSPORT_RES_HOST:
+      if (r->registered) cu->host_unregister(r->ptr);
+      free(r->ptr);
       break;
   }
   free(r);
@@ -108,6 +113,8 @@ err_free:
 
 void transport_destroy(transport_t* t) {
   if (t == NULL) return;
+  /* The proxy first: it deregisters and closes the network comms before their memory goes. */
+  proxy_destroy(t->proxy);
   if (t->res != NULL) {
     /* Release on the rank's device, whatever the caller's thread has current. */
     const transport_cuda_ops_t* cu = transport_cuda();
@@ -117,10 +124,53 @@ void transport_destroy(transport_t* t) {
     transport_res_release_list(t->res);
     if (saved >= 0 && saved != t->cuda_dev) (void)cu->set_device(saved);
   }
+  net_close(t->net);
+  free(t->net_name);
   free(t->peers);
   free(t->kinds);
   free(t->peer_devs);
   free(t);
+}
+
+ncclResult_t transport_set_net(transport_t* t, const char* net_name, uint64_t comm_id,
+                               int traffic_class, volatile uint32_t* kernel_abort) {
+  char* name = NULL;
+  if (net_name != NULL) {
+    name = strdup(net_name);
+    if (name == NULL) {
+      WARN("transport: out of memory");
+      return ncclSystemError;
+    }
+  }
+  free(t->net_name);
+  t->net_name = name;
+  t->comm_id = comm_id;
+  t->traffic_class = traffic_class;
+  t->kernel_abort = kernel_abort;
+  return ncclSuccess;
+}
+
+/* Host callbacks of CUDA streams (cudaHostFn_t): they may not call CUDA. */
+static void launch_begin_cb(void* arg) { proxy_launch_begin((proxy_t*)arg); }
+static void launch_end_cb(void* arg) { proxy_launch_end((proxy_t*)arg); }
+
+ncclResult_t transport_launch_begin(transport_t* t, cudaStream_t stream, int capturing) {
+  if (t == NULL || t->proxy == NULL) return ncclSuccess;
+  /* Under capture the mark must replay with the graph: a host node. Otherwise now. */
+  if (capturing) return cuda_result(cudaLaunchHostFunc(stream, launch_begin_cb, t->proxy),
+                                    "cudaLaunchHostFunc (proxy launch mark)");
+  proxy_launch_begin(t->proxy);
+  return ncclSuccess;
+}
+
+ncclResult_t transport_launch_end(transport_t* t, cudaStream_t stream) {
+  if (t == NULL || t->proxy == NULL) return ncclSuccess;
+  return cuda_result(cudaLaunchHostFunc(stream, launch_end_cb, t->proxy),
+                     "cudaLaunchHostFunc (proxy launch mark)");
+}
+
+ncclResult_t transport_async_error(const transport_t* t) {
+  return t == NULL ? ncclSuccess : proxy_error(t->proxy);
 }
 
 void transport_mem_usage(const transport_t* t, uint64_t* dev_bytes_p, uint64_t* host_bytes_p) {
@@ -158,6 +208,7 @@ static ncclResult_t kind_decide(transport_t* t, int peer, kern_transport_t* kind
   int same_host = t->peers[peer].host_hash == t->peers[t->rank].host_hash;
   int p2p_disable = param_int(PARAM_P2P_DISABLE) == 1;
   int shm_disable = param_int(PARAM_SHM_DISABLE) == 1;
+  int net_intra_disable = param_int(PARAM_NET_DISABLE_INTRA) == 1;
   int policy_allows = 1, peer_access = 0;
   if (same_host && !p2p_disable) {
     if (t->policy != NULL) {
@@ -167,11 +218,12 @@ static ncclResult_t kind_decide(transport_t* t, int peer, kern_transport_t* kind
     if (policy_allows) CHECK(kind_peer_access(t, peer, &peer_access));
   }
   kern_transport_t kind =
-      transport_kind_rule(same_host, p2p_disable, policy_allows, peer_access, shm_disable);
+      transport_kind_rule(same_host, p2p_disable, policy_allows, peer_access, shm_disable,
+                          net_intra_disable);
   TRACE(NCCL_INIT, "transport: rank %d -> %d: same host %d, p2p disabled %d, policy %d, peer "
-        "access %d, shm disabled %d: %s",
+        "access %d, shm disabled %d, net intra disabled %d: %s",
         t->rank, peer, same_host, p2p_disable, policy_allows, peer_access, shm_disable,
-        transport_kind_name(kind));
+        net_intra_disable, transport_kind_name(kind));
   t->kinds[peer] = (int8_t)kind;
   *kind_p = kind;
   return ncclSuccess;
@@ -242,16 +294,11 @@ ncclResult_t transport_wire_check(int rank, int peer, const transport_wire_hdr_t
          peer, rank);
     return ncclRemoteError;
   }
-  if (mine->kind == KERN_TRANSPORT_NET) {
-    WARN("rank %d and %d are on different hosts; the network transport is not built yet "
-         "(issue 7)",
-         rank, peer);
-    return ncclInvalidUsage;
-  }
   if (mine->kind == KERN_TRANSPORT_NONE) {
     WARN("transport: no transport between rank %d and rank %d: p2p is off (NCCL_P2P_DISABLE=1, "
-         "the topology, or no peer access between the GPUs) and shared memory is off "
-         "(NCCL_SHM_DISABLE=1); unset NCCL_SHM_DISABLE or NCCL_P2P_DISABLE",
+         "the topology, or no peer access between the GPUs), shared memory is off "
+         "(NCCL_SHM_DISABLE=1) and the network within a host is off (NCCL_NET_DISABLE_INTRA=1); "
+         "unset one of them",
          rank, peer);
     return ncclInvalidUsage;
   }
@@ -287,6 +334,9 @@ ncclResult_t transport_wire_check(int rank, int peer, const transport_wire_hdr_t
            m->id, rank, peer, m->slot_bytes, rank, p->slot_bytes, peer);
       return ncclInternalError;
     }
+    match[i] = j;
+    /* Net ends point at nothing of the peer's: their far side is the plugin's. */
+    if (mine->kind == KERN_TRANSPORT_NET) continue;
     /* The parts of the peer's block this end will point at. */
     uint64_t buff_bytes = (uint64_t)KERN_NSLOTS * m->slot_bytes;
     bool p2p = mine->kind == KERN_TRANSPORT_P2P;
@@ -297,7 +347,6 @@ ncclResult_t transport_wire_check(int rank, int peer, const transport_wire_hdr_t
     } else if (p2p) {
       CHECK(check_part(peer, theirs, p->off_head, 8, 8, "head", m->id));
     }
-    match[i] = j;
   }
   return ncclSuccess;
 }
@@ -340,6 +389,9 @@ static void groups_free(transport_group_t* groups, int ngroups) {
     free(groups[g].theirs_c);
     free(groups[g].match);
     free(groups[g].conns);
+    free(groups[g].net_ends);
+    free(groups[g].mine_handles);
+    free(groups[g].theirs_handles);
   }
   free(groups);
 }
@@ -418,11 +470,17 @@ static void format_ids(const transport_group_t* g, int is_send, char* buf, size_
 }
 
 static void log_group(const transport_t* t, const transport_group_t* g) {
-  unsigned long sub = g->kind == KERN_TRANSPORT_P2P ? NCCL_P2P : NCCL_SHM;
+  unsigned long sub = g->kind == KERN_TRANSPORT_P2P   ? NCCL_P2P
+                      : g->kind == KERN_TRANSPORT_SHM ? NCCL_SHM
+                                                      : NCCL_NET;
   if (!log_enabled(NCCL_LOG_INFO, NCCL_INIT | sub)) return;
-  const char* via = g->kind == KERN_TRANSPORT_SHM ? "SHM"
-                    : g->mapped != NULL           ? "P2P/IPC"
-                                                  : "P2P/direct pointer";
+  char net_via[64];
+  if (g->kind == KERN_TRANSPORT_NET)
+    snprintf(net_via, sizeof(net_via), "NET/%s", net_name(t->net));
+  const char* via = g->kind == KERN_TRANSPORT_NET   ? net_via
+                    : g->kind == KERN_TRANSPORT_SHM ? "SHM"
+                    : g->mapped != NULL             ? "P2P/IPC"
+                                                    : "P2P/direct pointer";
   for (int is_send = 1; is_send >= 0; is_send--) {
     char ids[192];
     format_ids(g, is_send, ids, sizeof(ids));
@@ -439,6 +497,7 @@ static ncclResult_t group_host(transport_t* t, transport_group_t* g) {
   g->mine.kind = (int32_t)g->kind;
   if (g->kind == KERN_TRANSPORT_P2P) CHECK(transport_p2p_host(t, g));
   if (g->kind == KERN_TRANSPORT_SHM) CHECK(transport_shm_host(t, g));
+  if (g->kind == KERN_TRANSPORT_NET) CHECK(transport_net_host(t, g));
   return ncclSuccess;
 }
 
@@ -453,6 +512,12 @@ static ncclResult_t group_recv(transport_t* t, transport_group_t* g, int tag) {
   CHECK(MEM_CALLOC(&g->theirs_c, (size_t)g->theirs.nconns));
   CHECK(bootstrap_recv(t->bs, g->peer, tag, g->theirs_c,
                        (size_t)g->theirs.nconns * sizeof(*g->theirs_c)));
+  /* Net: the listen handles follow, when the peer set its side up. */
+  if (g->theirs.kind == KERN_TRANSPORT_NET && g->theirs.status == TRANSPORT_STATUS_OK) {
+    CHECK(MEM_CALLOC(&g->theirs_handles, (size_t)g->theirs.nconns));
+    CHECK(bootstrap_recv(t->bs, g->peer, tag, g->theirs_handles,
+                         (size_t)g->theirs.nconns * NCCL_NET_HANDLE_MAXSIZE));
+  }
   return ncclSuccess;
 }
 
@@ -464,10 +529,11 @@ static ncclResult_t group_map(transport_t* t, transport_group_t* g) {
   return ncclSuccess;
 }
 
-static void res_push(transport_t* t, transport_res_t* r) {
+void transport_res_push(transport_t* t, transport_res_t* r) {
   if (r == NULL) return;
   if (r->kind == TRANSPORT_RES_DEV) t->dev_bytes += r->bytes;
-  if (r->kind == TRANSPORT_RES_SHM && r->created) t->host_bytes += r->bytes;
+  if ((r->kind == TRANSPORT_RES_SHM && r->created) || r->kind == TRANSPORT_RES_HOST)
+    t->host_bytes += r->bytes;
   r->next = t->res;
   t->res = r;
 }
@@ -510,10 +576,19 @@ ncclResult_t transport_connect(transport_t* t, transport_req_t* reqs, int nreqs,
     CHECK_GOTO(bootstrap_send(t->bs, g->peer, tag, &g->mine, sizeof(g->mine)), res, out_free);
     CHECK_GOTO(bootstrap_send(t->bs, g->peer, tag, g->mine_c, (size_t)g->n * sizeof(*g->mine_c)),
                res, out_free);
+    if (g->kind == KERN_TRANSPORT_NET && g->mine.status == TRANSPORT_STATUS_OK)
+      CHECK_GOTO(bootstrap_send(t->bs, g->peer, tag, g->mine_handles,
+                                (size_t)g->n * NCCL_NET_HANDLE_MAXSIZE),
+                 res, out_free);
   }
   for (int i = 0; i < ngroups; i++) CHECK_GOTO(group_recv(t, &groups[i], tag), res, out_free);
 
   for (int i = 0; i < ngroups && local == ncclSuccess; i++) local = group_map(t, &groups[i]);
+  {
+    int any_net = 0;
+    for (int i = 0; i < ngroups; i++) any_net |= groups[i].kind == KERN_TRANSPORT_NET;
+    if (any_net && local == ncclSuccess) local = transport_net_establish(t, groups, ngroups);
+  }
 
   /* Round 2: whether each side keeps what it made. */
   transport_wire_done_t done = {TRANSPORT_WIRE_MAGIC,
@@ -552,16 +627,21 @@ ncclResult_t transport_connect(transport_t* t, transport_req_t* reqs, int nreqs,
   /* Success: hand out the connections and keep the resources. */
   for (int i = 0; i < ngroups; i++) {
     transport_group_t* g = &groups[i];
+    if (g->kind == KERN_TRANSPORT_NET) CHECK_GOTO(transport_net_commit(t, g), res, out_free);
+  }
+  for (int i = 0; i < ngroups; i++) {
+    transport_group_t* g = &groups[i];
     for (int k = 0; k < g->n; k++) *reqs[g->req_idx[k]].out = g->conns[k];
     log_group(t, g);
-    res_push(t, g->own);
-    res_push(t, g->mapped);
+    transport_res_push(t, g->own);
+    transport_res_push(t, g->mapped);
     g->own = g->mapped = NULL;
   }
   goto out_dev;
 
 out_free:
   for (int i = 0; i < ngroups; i++) {
+    transport_net_release(t, &groups[i]);
     transport_res_release(groups[i].mapped);
     transport_res_release(groups[i].own);
   }

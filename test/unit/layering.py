@@ -13,7 +13,8 @@ DEPENDS = {
     "bootstrap": ["base"],
     "topo": ["base", "plugin"],
     "graph": ["base", "topo"],
-    "transport": ["base", "bootstrap", "topo"],
+    "proxy": ["base", "plugin"],
+    "transport": ["base", "plugin", "bootstrap", "topo", "proxy"],
     "enqueue": ["base", "bootstrap", "topo", "graph", "transport"],
     "comm": ["base", "bootstrap", "topo", "graph", "transport", "enqueue"],
     "api": ["base", "plugin", "enqueue", "comm"],
@@ -21,7 +22,7 @@ DEPENDS = {
 }
 
 # Modules that may include the kernels' C boundary (kernels/kernels.h).
-KERNEL_USERS = {"transport", "enqueue"}
+KERNEL_USERS = {"proxy", "transport", "enqueue"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 

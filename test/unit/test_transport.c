@@ -241,16 +241,18 @@ static int own_shm_names(void) {
 /* ---- Rules ---------------------------------------------------------------------------------- */
 
 static void case_rule(void) {
-  /* same_host, p2p_disable, policy_allows, peer_access, shm_disable */
-  CHECK_EQ_INT(transport_kind_rule(0, 0, 1, 1, 0), KERN_TRANSPORT_NET);
-  CHECK_EQ_INT(transport_kind_rule(0, 1, 0, 0, 1), KERN_TRANSPORT_NET);
-  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 1, 0), KERN_TRANSPORT_P2P);
-  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 1, 1), KERN_TRANSPORT_P2P);
-  CHECK_EQ_INT(transport_kind_rule(1, 1, 1, 1, 0), KERN_TRANSPORT_SHM);
-  CHECK_EQ_INT(transport_kind_rule(1, 0, 0, 1, 0), KERN_TRANSPORT_SHM);
-  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 0, 0), KERN_TRANSPORT_SHM);
-  CHECK_EQ_INT(transport_kind_rule(1, 1, 1, 1, 1), KERN_TRANSPORT_NONE);
-  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 0, 1), KERN_TRANSPORT_NONE);
+  /* same_host, p2p_disable, policy_allows, peer_access, shm_disable, net_intra_disable */
+  CHECK_EQ_INT(transport_kind_rule(0, 0, 1, 1, 0, 0), KERN_TRANSPORT_NET);
+  CHECK_EQ_INT(transport_kind_rule(0, 1, 0, 0, 1, 0), KERN_TRANSPORT_NET);
+  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 1, 0, 0), KERN_TRANSPORT_P2P);
+  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 1, 1, 0), KERN_TRANSPORT_P2P);
+  CHECK_EQ_INT(transport_kind_rule(1, 1, 1, 1, 0, 0), KERN_TRANSPORT_SHM);
+  CHECK_EQ_INT(transport_kind_rule(1, 0, 0, 1, 0, 0), KERN_TRANSPORT_SHM);
+  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 0, 0, 0), KERN_TRANSPORT_SHM);
+  CHECK_EQ_INT(transport_kind_rule(1, 1, 1, 1, 1, 0), KERN_TRANSPORT_NET);
+  CHECK_EQ_INT(transport_kind_rule(1, 1, 1, 1, 1, 1), KERN_TRANSPORT_NONE);
+  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 0, 1, 0), KERN_TRANSPORT_NET);
+  CHECK_EQ_INT(transport_kind_rule(1, 0, 1, 0, 1, 1), KERN_TRANSPORT_NONE);
   CHECK_EQ_STR(transport_kind_name(KERN_TRANSPORT_P2P), "P2P");
   CHECK_EQ_STR(transport_kind_name(KERN_TRANSPORT_SHM), "SHM");
   CHECK_EQ_STR(transport_kind_name(KERN_TRANSPORT_NET), "NET");

@@ -1,0 +1,211 @@
+/*
+ * The net halves of a connect: connection ends whose far side is reached through the net plugin
+ * and driven by the proxy thread (core/proxy). Every end, send or receive, has its own block of
+ * host memory the GPU maps: the KERN_NSLOTS-slot buffer, then one line each for tail, head and
+ * the send end's size FIFO. Nothing is mapped across ranks; what the peer needs is the 128-byte
+ * listen handle of each receive end, sent after the body of round 1.
+ *
+ * Establishing: receive ends listen while hosting (before round 1); after round 1 every send
+ * end connects to its peer's handle and every receive end accepts, all ends of the call polled
+ * together (the plugin's calls do not block, and the peers do the same at the same time), until
+ * all are up, the bootstrap timeout passes or the communicator is aborted. Then each end
+ * registers its buffer. On success the ends go to the proxy, which owns their comms from then on.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "transport_internal.h"
+
+/* Lines after the buffer: tail, head, sizes. */
+#define NET_LINES 3
+
+ncclResult_t transport_net_ensure(transport_t* t) {
+  if (t->proxy != NULL) return ncclSuccess;
+  if (t->net == NULL) {
+    CHECK(net_select(t->net_name, t->comm_id, t->traffic_class, &t->net));
+    INFO(NCCL_INIT | NCCL_NET, "rank %d: network connections through %s (net plugin v%d, %s)",
+         t->rank, net_name(t->net), net_version(t->net), net_lib_path(t->net));
+  }
+  return proxy_create(t->net, t->rank, t->abort_flag, t->kernel_abort, &t->proxy);
+}
+
+/* Pinned, mapped host memory of bytes (zeroed): a TRANSPORT_RES_HOST. */
+static ncclResult_t net_host_alloc(size_t bytes, transport_res_t** res_p, void** dev_p) {
+  transport_res_t* r = NULL;
+  CHECK(MEM_CALLOC(&r, 1));
+  r->kind = TRANSPORT_RES_HOST;
+  r->bytes = bytes;
+  int err = posix_memalign(&r->ptr, TRANSPORT_BUFF_ALIGN, bytes);
+  if (err != 0) {
+    WARN("net: cannot allocate %zu bytes of host memory for a connection buffer", bytes);
+    free(r);
+    return ncclSystemError;
+  }
+  memset(r->ptr, 0, bytes);
+  ncclResult_t res = transport_cuda()->host_register(r->ptr, bytes, dev_p);
+  if (res != ncclSuccess) {
+    free(r->ptr);
+    free(r);
+    return res;
+  }
+  r->registered = true;
+  *res_p = r;
+  return ncclSuccess;
+}
+
+static uint64_t net_block_bytes(uint32_t slot_bytes) {
+  uint64_t b = (uint64_t)KERN_NSLOTS * slot_bytes;
+  b = (b + TRANSPORT_LINE - 1) / TRANSPORT_LINE * TRANSPORT_LINE + NET_LINES * TRANSPORT_LINE;
+  return (b + TRANSPORT_BUFF_ALIGN - 1) / TRANSPORT_BUFF_ALIGN * TRANSPORT_BUFF_ALIGN;
+}
+
+/* Offset of line k (0 tail, 1 head, 2 sizes) in an end's block. */
+static uint64_t net_line(uint32_t slot_bytes, int k) {
+  uint64_t b = (uint64_t)KERN_NSLOTS * slot_bytes;
+  return (b + TRANSPORT_LINE - 1) / TRANSPORT_LINE * TRANSPORT_LINE + (uint64_t)k * TRANSPORT_LINE;
+}
+
+ncclResult_t transport_net_host(transport_t* t, transport_group_t* g) {
+  CHECK(transport_net_ensure(t));
+  const int ndev = net_ndev(t->net);
+  CHECK(MEM_CALLOC(&g->net_ends, (size_t)g->n));
+  CHECK(MEM_CALLOC(&g->mine_handles, (size_t)g->n));
+  for (int i = 0; i < g->n; i++) {
+    transport_net_end_t* e = &g->net_ends[i];
+    const transport_wire_conn_t* m = &g->mine_c[i];
+    /* Channels spread over the NICs. */
+    e->dev = ndev > 0 ? m->id % ndev : 0;
+    void* dev = NULL;
+    CHECK(net_host_alloc((size_t)net_block_bytes(m->slot_bytes), &e->mem, &dev));
+    e->dev_base = (char*)dev;
+    if (!m->is_send) CHECK(net_listen(t->net, e->dev, g->mine_handles[i], &e->listen_comm));
+  }
+  return ncclSuccess;
+}
+
+/* Bounded wait between polls of connections that are not up yet. */
+static void net_nap(void) {
+  struct timespec ts = {0, 50 * 1000};
+  nanosleep(&ts, NULL);
+}
+
+static uint64_t net_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+ncclResult_t transport_net_establish(transport_t* t, transport_group_t* groups, int ngroups) {
+  int64_t timeout_s = param_int(PARAM_BOOTSTRAP_TIMEOUT);
+  const uint64_t deadline = net_now_ms() + (uint64_t)(timeout_s > 0 ? timeout_s : 300) * 1000;
+  for (;;) {
+    int pending = 0, progress = 0;
+    for (int gi = 0; gi < ngroups; gi++) {
+      transport_group_t* g = &groups[gi];
+      if (g->kind != KERN_TRANSPORT_NET) continue;
+      for (int i = 0; i < g->n; i++) {
+        transport_net_end_t* e = &g->net_ends[i];
+        if (e->comm != NULL) continue;
+        if (g->mine_c[i].is_send)
+          CHECK(net_connect(t->net, e->dev, g->theirs_handles[g->match[i]], &e->comm));
+        else
+          CHECK(net_accept(t->net, e->listen_comm, &e->comm));
+        if (e->comm != NULL)
+          progress = 1;
+        else
+          pending++;
+      }
+    }
+    if (pending == 0) break;
+    if (t->abort_flag != NULL && *t->abort_flag != 0) {
+      WARN("net: rank %d: the communicator was aborted while %d network connection(s) were "
+           "being set up",
+           t->rank, pending);
+      return ncclInternalError;
+    }
+    if (net_now_ms() > deadline) {
+      WARN("net: rank %d: %d network connection(s) not established after %lld s (peers dead, "
+           "or a firewall between the interfaces? see NCCL_SOCKET_IFNAME; "
+           "CHOIR_BOOTSTRAP_TIMEOUT sets the limit)",
+           t->rank, pending, (long long)(timeout_s > 0 ? timeout_s : 300));
+      return ncclRemoteError;
+    }
+    if (!progress) net_nap();
+  }
+  /* Up: register the buffers, drop the listeners, describe the ends to the kernels. */
+  for (int gi = 0; gi < ngroups; gi++) {
+    transport_group_t* g = &groups[gi];
+    if (g->kind != KERN_TRANSPORT_NET) continue;
+    for (int i = 0; i < g->n; i++) {
+      transport_net_end_t* e = &g->net_ends[i];
+      const transport_wire_conn_t* m = &g->mine_c[i];
+      if (e->listen_comm != NULL) {
+        CHECK(net_close_listen(t->net, e->listen_comm));
+        e->listen_comm = NULL;
+      }
+      CHECK(net_reg_mr(t->net, e->comm, e->mem->ptr, (size_t)KERN_NSLOTS * m->slot_bytes,
+                       NCCL_PTR_HOST, &e->mhandle));
+      kern_conn_t* c = &g->conns[i];
+      memset(c, 0, sizeof(*c));
+      c->buff = e->dev_base;
+      c->tail = (uint64_t*)(e->dev_base + net_line(m->slot_bytes, 0));
+      c->head = (uint64_t*)(e->dev_base + net_line(m->slot_bytes, 1));
+      c->sizes = m->is_send ? (uint32_t*)(e->dev_base + net_line(m->slot_bytes, 2)) : NULL;
+      c->slot_bytes = m->slot_bytes;
+      c->transport = KERN_TRANSPORT_NET;
+      c->connected = 1;
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t transport_net_commit(transport_t* t, transport_group_t* g) {
+  proxy_conn_t* pc = NULL;
+  CHECK(MEM_CALLOC(&pc, (size_t)g->n));
+  for (int i = 0; i < g->n; i++) {
+    transport_net_end_t* e = &g->net_ends[i];
+    const transport_wire_conn_t* m = &g->mine_c[i];
+    char* host = (char*)e->mem->ptr;
+    pc[i] = (proxy_conn_t){
+        .is_send = m->is_send,
+        .peer = g->peer,
+        .id = m->id,
+        .comm = e->comm,
+        .mhandle = e->mhandle,
+        .buff = host,
+        .slot_bytes = m->slot_bytes,
+        .flush = 0,
+        .tail = (uint64_t*)(host + net_line(m->slot_bytes, 0)),
+        .head = (uint64_t*)(host + net_line(m->slot_bytes, 1)),
+        .sizes = m->is_send ? (uint32_t*)(host + net_line(m->slot_bytes, 2)) : NULL};
+  }
+  ncclResult_t res = proxy_add(t->proxy, pc, g->n);
+  free(pc);
+  if (res != ncclSuccess) return res;
+  /* The proxy owns the comms now; the memory goes with the transport's other resources. */
+  for (int i = 0; i < g->n; i++) {
+    transport_net_end_t* e = &g->net_ends[i];
+    e->comm = e->mhandle = NULL;
+    transport_res_push(t, e->mem);
+    e->mem = NULL;
+  }
+  return ncclSuccess;
+}
+
+void transport_net_release(transport_t* t, transport_group_t* g) {
+  if (g->net_ends == NULL) return;
+  for (int i = 0; i < g->n; i++) {
+    transport_net_end_t* e = &g->net_ends[i];
+    if (e->mhandle != NULL) (void)net_dereg_mr(t->net, e->comm, e->mhandle);
+    if (e->comm != NULL) {
+      if (g->mine_c[i].is_send)
+        (void)net_close_send(t->net, e->comm);
+      else
+        (void)net_close_recv(t->net, e->comm);
+    }
+    if (e->listen_comm != NULL) (void)net_close_listen(t->net, e->listen_comm);
+    transport_res_release(e->mem);
+    memset(e, 0, sizeof(*e));
+  }
+}
