@@ -83,6 +83,16 @@ ncclResult_t net_close_send(net_t* net, void* send_comm);
 ncclResult_t net_close_recv(net_t* net, void* recv_comm);
 ncclResult_t net_close_listen(net_t* net, void* listen_comm);
 
+/* Optional entries. A plugin that leaves one NULL, or whose version predates it, answers
+ * ncclInvalidUsage (with a WARN naming the plugin and the entry), except net_set_attr, a hint,
+ * which is then skipped with success. */
+ncclResult_t net_get_device_mr(net_t* net, void* comm, void* mh, void** dptr_mh_p);      /* v7+ */
+ncclResult_t net_irecv_consumed(net_t* net, void* recv_comm, int n, void* req);          /* v7+ */
+/* props->ndevs: 1..8 for v12, 1..4 before (the older layout has 4 slots). */
+ncclResult_t net_make_vdevice(net_t* net, const ncclNetVDeviceProps_v12_t* props,
+                              int* dev_p);                                               /* v9+ */
+ncclResult_t net_set_attr(net_t* net, const ncclNetAttr_v12_t* attr);                   /* v11+ */
+
 /* ---- collective networks (optional, same library). Found independently of the net version.
  * net_collnet: NULL when the library has none, its init failed or it has no devices (that
  * disables collnet only). The calls mirror ncclCollNet_v12_t with the same adaptations. ---- */
@@ -91,5 +101,38 @@ collnet_t* net_collnet(net_t* net);
 int collnet_version(const collnet_t* cn);
 int collnet_ndev(const collnet_t* cn);
 ncclResult_t collnet_props(collnet_t* cn, int dev, ncclNetProperties_v12_t* props_p);
+const char* collnet_name(const collnet_t* cn);
+
+/* Old versions carry smaller integers: registrations of 2 GiB or more (v6/v7), allreduce counts
+ * and SGE pieces above INT_MAX / UINT32_MAX (v6..v8) are refused with ncclInvalidUsage;
+ * iallgather/ireducescatter need v8+; regMrDmaBuf and makeVDevice may be missing. */
+ncclResult_t collnet_listen(collnet_t* cn, int dev, void* handle, void** listen_comm_p);
+/* handles: nranks listen handles, one per rank. Non-blocking: *coll_comm_p NULL = call again. */
+ncclResult_t collnet_connect(collnet_t* cn, void* handles[], int nranks, int rank,
+                             void* listen_comm, void** coll_comm_p);
+ncclResult_t collnet_reduce_support(collnet_t* cn, ncclDataType_t type, ncclRedOp_t op,
+                                    int* supported_p);
+ncclResult_t collnet_reg_mr(collnet_t* cn, void* coll_comm, void* data, size_t size, int type,
+                            void** mh_p);
+ncclResult_t collnet_reg_mr_dmabuf(collnet_t* cn, void* coll_comm, void* data, size_t size,
+                                   int type, uint64_t offset, int fd, void** mh_p);
+ncclResult_t collnet_dereg_mr(collnet_t* cn, void* coll_comm, void* mh);
+ncclResult_t collnet_iallreduce(collnet_t* cn, void* coll_comm, void* send_data, void* recv_data,
+                                size_t count, ncclDataType_t type, ncclRedOp_t op, void* send_mh,
+                                void* recv_mh, void** req_p);
+ncclResult_t collnet_iallgather(collnet_t* cn, void* coll_comm, void* send_data, int nrecv_parts,
+                                ncclNetSGE_v12_t* recv_parts, size_t bytes_per_rank,
+                                size_t window_offset, size_t window_bytes, void* send_mh,
+                                void** req_p);
+ncclResult_t collnet_ireducescatter(collnet_t* cn, void* coll_comm, int nsend_parts,
+                                    ncclNetSGE_v12_t* send_parts, void* recv_data,
+                                    size_t bytes_per_rank, size_t window_offset,
+                                    size_t window_bytes, ncclDataType_t type, ncclRedOp_t op,
+                                    void* recv_mh, void** req_p);
+ncclResult_t collnet_iflush(collnet_t* cn, void* coll_comm, void* data, int size, void* mh,
+                            void** req_p);
+ncclResult_t collnet_test(collnet_t* cn, void* req, int* done_p, int* size_p);
+ncclResult_t collnet_close_coll(collnet_t* cn, void* coll_comm);
+ncclResult_t collnet_close_listen(collnet_t* cn, void* listen_comm);
 
 #endif
