@@ -174,22 +174,13 @@ ncclResult_t mem_calloc(void** ptr_p, size_t nmemb, size_t size);
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-/* An IPv4 or IPv6 socket address; `sa.sa_family` tells which member is valid. */
-typedef union {
-  struct sockaddr sa;
-  struct sockaddr_in sin;
-  struct sockaddr_in6 sin6;
-} sock_addr_t;
+/* sock_addr_t, sock_if_t and the NCCL_SOCKET_IFNAME matching live in common/sock_if.h, shared
+ * with the plugins. */
+#include "sock_if.h"
 
 /* Room for "[v6-address%scope]:port" and every shorter form. */
 #define SOCK_ADDR_STRLEN 80
-#define SOCK_IFNAME_MAX 16
 #define SOCK_NAME_MAX 40
-
-typedef struct {
-  char name[SOCK_IFNAME_MAX];
-  sock_addr_t addr; /* port 0 */
-} sock_if_t;
 
 /* A TCP socket (always non-blocking), the address it is connected to or listens on, and what the
  * peer is ("bootstrap root", "rank 3"), so that every message about it names both. */

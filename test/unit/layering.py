@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Module boundaries of core/, mechanically: a file in core/<mod>/ may include its own module's
 headers and the public header (<dep>.h) of modules below it in DEPENDS, nothing else of core/.
-Plugins include only abi/ headers and their own files."""
+Plugins include only abi/ headers, common/ headers and their own files. common/ (libc-only helpers
+shared by the core and the plugins) includes only its own files."""
 import os
 import re
 import sys
@@ -30,6 +31,7 @@ def main():
     root = sys.argv[1]
     core = os.path.join(root, "core")
     abi = set(os.listdir(os.path.join(root, "abi")))
+    common = {f for f in os.listdir(os.path.join(root, "common")) if f.endswith(".h")}
     module_files = {m: set(os.listdir(os.path.join(core, m)))
                     for m in os.listdir(core) if os.path.isdir(os.path.join(core, m))}
     bad = 0
@@ -39,7 +41,7 @@ def main():
             print(f"core/{mod}: module missing from layering.py DEPENDS")
             bad += 1
             continue
-        allowed = {f"{d}.h" for d in DEPENDS[mod]} | files | abi | {"choir_config.h"}
+        allowed = {f"{d}.h" for d in DEPENDS[mod]} | files | abi | common | {"choir_config.h"}
         if mod in KERNEL_USERS:
             allowed |= {"kernels.h"}
         # A module may include its dependencies' own transitive public headers only via them.
@@ -62,10 +64,19 @@ def main():
             text = open(os.path.join(dirpath, fname)).read()
             for inc in INCLUDE.findall(text):
                 checked += 1
-                if os.path.basename(inc) not in abi | own:
+                if os.path.basename(inc) not in abi | common | own:
                     print(f"{os.path.relpath(os.path.join(dirpath, fname), root)}: includes "
-                          f"\"{inc}\"; plugins include only abi/ and their own files")
+                          f"\"{inc}\"; plugins include only abi/, common/ and their own files")
                     bad += 1
+    for fname in sorted(os.listdir(os.path.join(root, "common"))):
+        if not fname.endswith((".c", ".h")):
+            continue
+        text = open(os.path.join(root, "common", fname)).read()
+        for inc in INCLUDE.findall(text):
+            checked += 1
+            if os.path.basename(inc) not in common:
+                print(f"common/{fname}: includes \"{inc}\"; common/ is libc only")
+                bad += 1
     print(f"layering: {checked} includes checked, {bad} violation(s)")
     return 1 if bad or checked == 0 else 0
 
