@@ -19,30 +19,30 @@ struct collnet {
 };
 
 #define CN_T(v) ((const ncclCollNet_v##v##_t*)cn->lib.table)
-#define CN_SAME(f)                                  \
-  (cn->lib.version == 6    ? CN_T(6)->f             \
-   : cn->lib.version == 7  ? CN_T(7)->f             \
-   : cn->lib.version == 8  ? CN_T(8)->f             \
-   : cn->lib.version == 9  ? CN_T(9)->f             \
-   : cn->lib.version == 10 ? CN_T(10)->f            \
-   : cn->lib.version == 11 ? CN_T(11)->f            \
+#define CN_SAME(f)                       \
+  (cn->lib.version == 6    ? CN_T(6)->f  \
+   : cn->lib.version == 7  ? CN_T(7)->f  \
+   : cn->lib.version == 8  ? CN_T(8)->f  \
+   : cn->lib.version == 9  ? CN_T(9)->f  \
+   : cn->lib.version == 10 ? CN_T(10)->f \
+   : cn->lib.version == 11 ? CN_T(11)->f \
                            : CN_T(12)->f)
-#define CN_CALL(cn, entry, call)                                                   \
-  do {                                                                             \
-    ncclResult_t r_ = (call);                                                      \
+#define CN_CALL(cn, entry, call)                                                             \
+  do {                                                                                       \
+    ncclResult_t r_ = (call);                                                                \
     if (r_ != ncclSuccess) return net_call_failed("COLLNET", collnet_name(cn), (entry), r_); \
   } while (0)
 
 /* Table slots per version, for the check made once the plugin reports devices. */
 static const char* const collnet_slots_v6[] = {
-    "name",    "init",       "devices", "getProperties", "listen", "connect", "reduceSupport",
-    "regMr",   "regMrDmaBuf", "deregMr", "iallreduce",   "iflush", "test",    "closeColl",
-    "closeListen"};
+    "name",       "init",          "devices", "getProperties", "listen",
+    "connect",    "reduceSupport", "regMr",   "regMrDmaBuf",   "deregMr",
+    "iallreduce", "iflush",        "test",    "closeColl",     "closeListen"};
 static const char* const collnet_slots_v11[] = {
-    "name",       "init",       "devices",   "getProperties",  "listen",
-    "connect",    "reduceSupport", "regMr",  "regMrDmaBuf",    "deregMr",
-    "iallreduce", "iallgather", "ireducescatter", "iflush",    "test",
-    "closeColl",  "closeListen", "makeVDevice", "finalize"};
+    "name",       "init",          "devices",        "getProperties", "listen",
+    "connect",    "reduceSupport", "regMr",          "regMrDmaBuf",   "deregMr",
+    "iallreduce", "iallgather",    "ireducescatter", "iflush",        "test",
+    "closeColl",  "closeListen",   "makeVDevice",    "finalize"};
 _Static_assert(sizeof(collnet_slots_v6) == sizeof(ncclCollNet_v6_t), "collnet v6 slots");
 _Static_assert(sizeof(collnet_slots_v11) == sizeof(ncclCollNet_v12_t), "collnet v12 slots");
 
@@ -55,7 +55,7 @@ static bool collnet_check(const collnet_t* cn, char* why, size_t why_size) {
   }
   /* v8 adds iallgather/ireducescatter, v9 makeVDevice, v11 finalize: prefixes of the v11 list. */
   static const int opt[] = {8, 17}; /* regMrDmaBuf, makeVDevice */
-  size_t size = v == 8 ? sizeof(ncclCollNet_v8_t)
+  size_t size = v == 8    ? sizeof(ncclCollNet_v8_t)
                 : v <= 10 ? sizeof(ncclCollNet_v10_t)
                           : sizeof(ncclCollNet_v12_t);
   return plugin_check_slots(cn->lib.table, size, collnet_slots_v11, opt, 2, why, why_size);
@@ -202,9 +202,10 @@ ncclResult_t collnet_reg_mr(collnet_t* cn, void* coll_comm, void* data, size_t s
   int v = cn->lib.version;
   if (v <= 7) {
     if (size > (size_t)INT_MAX) {
-      WARN("COLLNET/Plugin: cannot register %zu bytes with plugin %s: v%d registers at most %d "
-           "bytes",
-           size, collnet_name(cn), v, INT_MAX);
+      WARN(
+          "COLLNET/Plugin: cannot register %zu bytes with plugin %s: v%d registers at most %d "
+          "bytes",
+          size, collnet_name(cn), v, INT_MAX);
       return ncclInvalidUsage;
     }
     CN_CALL(cn, "regMr",
@@ -226,8 +227,7 @@ ncclResult_t collnet_reg_mr_dmabuf(collnet_t* cn, void* coll_comm, void* data, s
   if (CN_SAME(regMrDmaBuf) == NULL)
     return net_unsupported("COLLNET", collnet_name(cn), cn->lib.version, "regMrDmaBuf");
   void* mh = NULL;
-  CN_CALL(cn, "regMrDmaBuf",
-          CN_SAME(regMrDmaBuf)(coll_comm, data, size, type, offset, fd, &mh));
+  CN_CALL(cn, "regMrDmaBuf", CN_SAME(regMrDmaBuf)(coll_comm, data, size, type, offset, fd, &mh));
   *mh_p = mh;
   return ncclSuccess;
 }
@@ -244,15 +244,15 @@ ncclResult_t collnet_iallreduce(collnet_t* cn, void* coll_comm, void* send_data,
   int v = cn->lib.version;
   if (v <= 8) {
     if (count > (size_t)INT_MAX) {
-      WARN("COLLNET/Plugin: cannot reduce %zu elements with plugin %s: v%d takes at most %d",
-           count, collnet_name(cn), v, INT_MAX);
+      WARN("COLLNET/Plugin: cannot reduce %zu elements with plugin %s: v%d takes at most %d", count,
+           collnet_name(cn), v, INT_MAX);
       return ncclInvalidUsage;
     }
     CN_CALL(cn, "iallreduce",
             (v == 6   ? CN_T(6)->iallreduce
              : v == 7 ? CN_T(7)->iallreduce
-                      : CN_T(8)->iallreduce)(coll_comm, send_data, recv_data, (int)count, type,
-                                             op, send_mh, recv_mh, &req));
+                      : CN_T(8)->iallreduce)(coll_comm, send_data, recv_data, (int)count, type, op,
+                                             send_mh, recv_mh, &req));
   } else {
     CN_CALL(cn, "iallreduce",
             (v == 9    ? CN_T(9)->iallreduce
@@ -266,25 +266,25 @@ ncclResult_t collnet_iallreduce(collnet_t* cn, void* coll_comm, void* send_data,
 }
 
 /* Copy the v12 scatter-gather list into the version's own layout (allocated; *out_p to free). */
-#define CN_SGE_COPY(ver, sizetype, max, out, in, n)                                  \
-  do {                                                                               \
-    ncclNetSGE_v##ver##_t* o_ = calloc((size_t)(n) > 0 ? (size_t)(n) : 1, sizeof(*o_)); \
-    if (o_ == NULL) {                                                                \
-      WARN("COLLNET/Plugin: out of memory");                                         \
-      return ncclSystemError;                                                        \
-    }                                                                                \
-    for (int i_ = 0; i_ < (n); i_++) {                                               \
-      if ((in)[i_].size > (max)) {                                                   \
+#define CN_SGE_COPY(ver, sizetype, max, out, in, n)                                        \
+  do {                                                                                     \
+    ncclNetSGE_v##ver##_t* o_ = calloc((size_t)(n) > 0 ? (size_t)(n) : 1, sizeof(*o_));    \
+    if (o_ == NULL) {                                                                      \
+      WARN("COLLNET/Plugin: out of memory");                                               \
+      return ncclSystemError;                                                              \
+    }                                                                                      \
+    for (int i_ = 0; i_ < (n); i_++) {                                                     \
+      if ((in)[i_].size > (max)) {                                                         \
         WARN("COLLNET/Plugin: piece %d of %zu bytes is too large for plugin %s (v%d)", i_, \
-             (in)[i_].size, collnet_name(cn), cn->lib.version);                      \
-        free(o_);                                                                    \
-        return ncclInvalidUsage;                                                     \
-      }                                                                              \
-      o_[i_].mhandle = (in)[i_].mhandle;                                             \
-      o_[i_].address = (in)[i_].address;                                             \
-      o_[i_].size = (sizetype)(in)[i_].size;                                         \
-    }                                                                                \
-    (out) = o_;                                                                      \
+             (in)[i_].size, collnet_name(cn), cn->lib.version);                            \
+        free(o_);                                                                          \
+        return ncclInvalidUsage;                                                           \
+      }                                                                                    \
+      o_[i_].mhandle = (in)[i_].mhandle;                                                   \
+      o_[i_].address = (in)[i_].address;                                                   \
+      o_[i_].size = (sizetype)(in)[i_].size;                                               \
+    }                                                                                      \
+    (out) = o_;                                                                            \
   } while (0)
 
 ncclResult_t collnet_iallgather(collnet_t* cn, void* coll_comm, void* send_data, int nrecv_parts,
@@ -295,13 +295,13 @@ ncclResult_t collnet_iallgather(collnet_t* cn, void* coll_comm, void* send_data,
   if (v < 8) return net_unsupported("COLLNET", collnet_name(cn), v, "iallgather");
   void* req = NULL;
   ncclResult_t res;
-#define CN_AG(ver, sizetype, max)                                                             \
-  do {                                                                                        \
-    ncclNetSGE_v##ver##_t* parts;                                                             \
-    CN_SGE_COPY(ver, sizetype, max, parts, recv_parts, nrecv_parts);                          \
-    res = CN_T(ver)->iallgather(coll_comm, send_data, nrecv_parts, parts, bytes_per_rank,     \
-                                window_offset, window_bytes, send_mh, &req);                  \
-    free(parts);                                                                              \
+#define CN_AG(ver, sizetype, max)                                                         \
+  do {                                                                                    \
+    ncclNetSGE_v##ver##_t* parts;                                                         \
+    CN_SGE_COPY(ver, sizetype, max, parts, recv_parts, nrecv_parts);                      \
+    res = CN_T(ver)->iallgather(coll_comm, send_data, nrecv_parts, parts, bytes_per_rank, \
+                                window_offset, window_bytes, send_mh, &req);              \
+    free(parts);                                                                          \
   } while (0)
   switch (v) {
     case 8: CN_AG(8, uint32_t, (size_t)UINT32_MAX); break;
@@ -341,9 +341,8 @@ ncclResult_t collnet_ireducescatter(collnet_t* cn, void* coll_comm, int nsend_pa
     case 10: CN_RS(10, size_t, SIZE_MAX); break;
     case 11: CN_RS(11, size_t, SIZE_MAX); break;
     default:
-      res = CN_T(12)->ireducescatter(coll_comm, nsend_parts, send_parts, recv_data,
-                                     bytes_per_rank, window_offset, window_bytes, type, op,
-                                     recv_mh, &req);
+      res = CN_T(12)->ireducescatter(coll_comm, nsend_parts, send_parts, recv_data, bytes_per_rank,
+                                     window_offset, window_bytes, type, op, recv_mh, &req);
   }
 #undef CN_RS
   if (res != ncclSuccess)

@@ -15,29 +15,29 @@
 #define NET_T(v) ((const ncclNet_v##v##_t*)net->lib.table)
 /* An entry whose signature is the same in every version (v6 on, or v7 on), read from the table
  * as the version it is. */
-#define NET_SAME(f)                                   \
-  (net->lib.version == 6    ? NET_T(6)->f             \
-   : net->lib.version == 7  ? NET_T(7)->f             \
-   : net->lib.version == 8  ? NET_T(8)->f             \
-   : net->lib.version == 9  ? NET_T(9)->f             \
-   : net->lib.version == 10 ? NET_T(10)->f            \
-   : net->lib.version == 11 ? NET_T(11)->f            \
+#define NET_SAME(f)                        \
+  (net->lib.version == 6    ? NET_T(6)->f  \
+   : net->lib.version == 7  ? NET_T(7)->f  \
+   : net->lib.version == 8  ? NET_T(8)->f  \
+   : net->lib.version == 9  ? NET_T(9)->f  \
+   : net->lib.version == 10 ? NET_T(10)->f \
+   : net->lib.version == 11 ? NET_T(11)->f \
                             : NET_T(12)->f)
-#define NET_SAME7(f)                                  \
-  (net->lib.version == 7    ? NET_T(7)->f             \
-   : net->lib.version == 8  ? NET_T(8)->f             \
-   : net->lib.version == 9  ? NET_T(9)->f             \
-   : net->lib.version == 10 ? NET_T(10)->f            \
-   : net->lib.version == 11 ? NET_T(11)->f            \
+#define NET_SAME7(f)                       \
+  (net->lib.version == 7    ? NET_T(7)->f  \
+   : net->lib.version == 8  ? NET_T(8)->f  \
+   : net->lib.version == 9  ? NET_T(9)->f  \
+   : net->lib.version == 10 ? NET_T(10)->f \
+   : net->lib.version == 11 ? NET_T(11)->f \
                             : NET_T(12)->f)
 
 /* Checked against MAX_NET_SIZE by NCCL; the contract here is what the old ABIs can carry. */
 #define NET_OLD_P2P_MAX ((size_t)INT_MAX)
 #define NET_OLD_REG_MAX ((size_t)INT_MAX)
 
-#define NET_CALL(net, entry, call)                                              \
-  do {                                                                          \
-    ncclResult_t r_ = (call);                                                   \
+#define NET_CALL(net, entry, call)                                                    \
+  do {                                                                                \
+    ncclResult_t r_ = (call);                                                         \
     if (r_ != ncclSuccess) return net_call_failed("NET", net_name(net), (entry), r_); \
   } while (0)
 
@@ -116,36 +116,35 @@ ncclResult_t net_unsupported(const char* kind, const char* name, int version, co
 
 ncclResult_t net_call_failed(const char* kind, const char* name, const char* entry,
                              ncclResult_t res) {
-  WARN("%s/Plugin: %s of plugin %s failed: %s (%d)", kind, entry, name, err_string(res),
-       (int)res);
+  WARN("%s/Plugin: %s of plugin %s failed: %s (%d)", kind, entry, name, err_string(res), (int)res);
   return res;
 }
 
-#define PROPS_COPY_V6(o, i)        \
-  do {                             \
-    (o)->name = (i)->name;         \
-    (o)->pciPath = (i)->pciPath;   \
-    (o)->guid = (i)->guid;         \
+#define PROPS_COPY_V6(o, i)            \
+  do {                                 \
+    (o)->name = (i)->name;             \
+    (o)->pciPath = (i)->pciPath;       \
+    (o)->guid = (i)->guid;             \
     (o)->ptrSupport = (i)->ptrSupport; \
-    (o)->speed = (i)->speed;       \
-    (o)->port = (i)->port;         \
-    (o)->latency = (i)->latency;   \
-    (o)->maxComms = (i)->maxComms; \
-    (o)->maxRecvs = (i)->maxRecvs; \
+    (o)->speed = (i)->speed;           \
+    (o)->port = (i)->port;             \
+    (o)->latency = (i)->latency;       \
+    (o)->maxComms = (i)->maxComms;     \
+    (o)->maxRecvs = (i)->maxRecvs;     \
   } while (0)
 
-#define PROPS_COPY_V9(o, i)                                   \
-  do {                                                        \
-    PROPS_COPY_V6(o, i);                                      \
-    (o)->regIsGlobal = (i)->regIsGlobal;                      \
-    (o)->forceFlush = (i)->forceFlush;                        \
-    (o)->netDeviceType = (i)->netDeviceType;                  \
-    (o)->netDeviceVersion = (i)->netDeviceVersion;            \
-    (o)->vProps.ndevs = (i)->vProps.ndevs;                    \
+#define PROPS_COPY_V9(o, i)                                    \
+  do {                                                         \
+    PROPS_COPY_V6(o, i);                                       \
+    (o)->regIsGlobal = (i)->regIsGlobal;                       \
+    (o)->forceFlush = (i)->forceFlush;                         \
+    (o)->netDeviceType = (i)->netDeviceType;                   \
+    (o)->netDeviceVersion = (i)->netDeviceVersion;             \
+    (o)->vProps.ndevs = (i)->vProps.ndevs;                     \
     for (int k_ = 0; k_ < NCCL_NET_MAX_DEVS_PER_NIC_V11; k_++) \
-      (o)->vProps.devs[k_] = (i)->vProps.devs[k_];            \
-    (o)->maxP2pBytes = (i)->maxP2pBytes;                      \
-    (o)->maxCollBytes = (i)->maxCollBytes;                    \
+      (o)->vProps.devs[k_] = (i)->vProps.devs[k_];             \
+    (o)->maxP2pBytes = (i)->maxP2pBytes;                       \
+    (o)->maxCollBytes = (i)->maxCollBytes;                     \
   } while (0)
 
 ncclResult_t net_props_convert(const char* plugin, int version, int dev, const void* raw,
@@ -192,9 +191,10 @@ ncclResult_t net_props_convert(const char* plugin, int version, int dev, const v
     }
     if (p.maxP2pBytes == 0 || p.maxP2pBytes > (size_t)NCCL_MAX_NET_SIZE_BYTES ||
         p.maxCollBytes == 0 || p.maxCollBytes > (size_t)NCCL_MAX_NET_SIZE_BYTES) {
-      WARN("NET/Plugin: plugin %s device %d reports maxP2pBytes %zu, maxCollBytes %zu: each must "
-           "be between 1 and %lld",
-           plugin, dev, p.maxP2pBytes, p.maxCollBytes, (long long)NCCL_MAX_NET_SIZE_BYTES);
+      WARN(
+          "NET/Plugin: plugin %s device %d reports maxP2pBytes %zu, maxCollBytes %zu: each must "
+          "be between 1 and %lld",
+          plugin, dev, p.maxP2pBytes, p.maxCollBytes, (long long)NCCL_MAX_NET_SIZE_BYTES);
       return ncclInvalidUsage;
     }
   }
@@ -360,10 +360,12 @@ ncclResult_t net_select(const char* net_name_arg, uint64_t comm_id, int traffic_
     *net_p = net;
     return ncclSuccess;
   }
-  if (nspecs == 0) net_note(notes, sizeof(notes), "(nothing)", "NCCL_NET_PLUGIN=none and no "
-                            "plugin directory");
-  WARN("NET/Plugin: no usable net plugin%s%s%s; tried %s", want ? " named '" : "",
-       want ? want : "", want ? "'" : "", notes);
+  if (nspecs == 0)
+    net_note(notes, sizeof(notes), "(nothing)",
+             "NCCL_NET_PLUGIN=none and no "
+             "plugin directory");
+  WARN("NET/Plugin: no usable net plugin%s%s%s; tried %s", want ? " named '" : "", want ? want : "",
+       want ? "'" : "", notes);
   return ncclInvalidUsage;
 }
 
@@ -420,7 +422,9 @@ ncclResult_t net_connect(net_t* net, int dev, void* handle, void** send_comm_p) 
       NET_CALL(net, "connect", NET_T(10)->connect(dev, &config, handle, &comm, NULL));
       break;
     }
-    case 11: NET_CALL(net, "connect", NET_T(11)->connect(net->ctx, dev, handle, &comm, NULL)); break;
+    case 11:
+      NET_CALL(net, "connect", NET_T(11)->connect(net->ctx, dev, handle, &comm, NULL));
+      break;
     default: NET_CALL(net, "connect", NET_T(12)->connect(net->ctx, dev, handle, &comm, NULL));
   }
   *send_comm_p = comm;
@@ -452,11 +456,12 @@ ncclResult_t net_reg_mr(net_t* net, void* comm, void* data, size_t size, int typ
                                                                          type, &mh));
   } else {
     int v = net->lib.version;
-    NET_CALL(net, "regMr", (v == 8    ? NET_T(8)->regMr
-                            : v == 9  ? NET_T(9)->regMr
-                            : v == 10 ? NET_T(10)->regMr
-                            : v == 11 ? NET_T(11)->regMr
-                                      : NET_T(12)->regMr)(comm, data, size, type, &mh));
+    NET_CALL(net, "regMr",
+             (v == 8    ? NET_T(8)->regMr
+              : v == 9  ? NET_T(9)->regMr
+              : v == 10 ? NET_T(10)->regMr
+              : v == 11 ? NET_T(11)->regMr
+                        : NET_T(12)->regMr)(comm, data, size, type, &mh));
   }
   *mh_p = mh;
   return ncclSuccess;
@@ -490,15 +495,17 @@ ncclResult_t net_isend(net_t* net, void* send_comm, void* data, size_t size, int
            net_name(net), v, NET_OLD_P2P_MAX);
       return ncclInvalidUsage;
     }
-    NET_CALL(net, "isend", (v == 6   ? NET_T(6)->isend
-                            : v == 7 ? NET_T(7)->isend
-                                     : NET_T(8)->isend)(send_comm, data, (int)size, tag, mh, &req));
+    NET_CALL(net, "isend",
+             (v == 6   ? NET_T(6)->isend
+              : v == 7 ? NET_T(7)->isend
+                       : NET_T(8)->isend)(send_comm, data, (int)size, tag, mh, &req));
   } else if (v == 9) {
     NET_CALL(net, "isend", NET_T(9)->isend(send_comm, data, size, tag, mh, &req));
   } else {
-    NET_CALL(net, "isend", (v == 10   ? NET_T(10)->isend
-                            : v == 11 ? NET_T(11)->isend
-                                      : NET_T(12)->isend)(send_comm, data, size, tag, mh, NULL, &req));
+    NET_CALL(net, "isend",
+             (v == 10   ? NET_T(10)->isend
+              : v == 11 ? NET_T(11)->isend
+                        : NET_T(12)->isend)(send_comm, data, size, tag, mh, NULL, &req));
   }
   *req_p = req;
   return ncclSuccess;
@@ -518,24 +525,26 @@ ncclResult_t net_irecv(net_t* net, void* recv_comm, int n, void** data, size_t* 
     int isizes[NCCL_NET_MAX_REQUESTS];
     for (int i = 0; i < n; i++) {
       if (sizes[i] > NET_OLD_P2P_MAX) {
-        WARN("NET/Plugin: cannot receive %zu bytes with plugin %s: v%d receives at most %zu "
-             "bytes",
-             sizes[i], net_name(net), v, NET_OLD_P2P_MAX);
+        WARN(
+            "NET/Plugin: cannot receive %zu bytes with plugin %s: v%d receives at most %zu "
+            "bytes",
+            sizes[i], net_name(net), v, NET_OLD_P2P_MAX);
         return ncclInvalidUsage;
       }
       isizes[i] = (int)sizes[i];
     }
-    NET_CALL(net, "irecv", (v == 6   ? NET_T(6)->irecv
-                            : v == 7 ? NET_T(7)->irecv
-                                     : NET_T(8)->irecv)(recv_comm, n, data, isizes, tags, mhs, &req));
+    NET_CALL(net, "irecv",
+             (v == 6   ? NET_T(6)->irecv
+              : v == 7 ? NET_T(7)->irecv
+                       : NET_T(8)->irecv)(recv_comm, n, data, isizes, tags, mhs, &req));
   } else if (v == 9) {
     NET_CALL(net, "irecv", NET_T(9)->irecv(recv_comm, n, data, sizes, tags, mhs, &req));
   } else {
     void* phandles[NCCL_NET_MAX_REQUESTS] = {NULL};
-    NET_CALL(net, "irecv", (v == 10   ? NET_T(10)->irecv
-                            : v == 11 ? NET_T(11)->irecv
-                                      : NET_T(12)->irecv)(recv_comm, n, data, sizes, tags, mhs,
-                                                          phandles, &req));
+    NET_CALL(net, "irecv",
+             (v == 10   ? NET_T(10)->irecv
+              : v == 11 ? NET_T(11)->irecv
+                        : NET_T(12)->irecv)(recv_comm, n, data, sizes, tags, mhs, phandles, &req));
   }
   *req_p = req;
   return ncclSuccess;
@@ -605,13 +614,13 @@ ncclResult_t net_make_vdevice(net_t* net, const ncclNetVDeviceProps_v12_t* props
   }
   int d = -1;
   ncclResult_t res;
-#define NET_VDEV_CALL(ver)                                                    \
-  do {                                                                        \
-    ncclNetVDeviceProps_v##ver##_t p;                                         \
-    memset(&p, 0, sizeof(p));                                                 \
-    p.ndevs = props->ndevs;                                                   \
-    for (int i = 0; i < props->ndevs; i++) p.devs[i] = props->devs[i];        \
-    res = NET_T(ver)->makeVDevice(&d, &p);                                    \
+#define NET_VDEV_CALL(ver)                                             \
+  do {                                                                 \
+    ncclNetVDeviceProps_v##ver##_t p;                                  \
+    memset(&p, 0, sizeof(p));                                          \
+    p.ndevs = props->ndevs;                                            \
+    for (int i = 0; i < props->ndevs; i++) p.devs[i] = props->devs[i]; \
+    res = NET_T(ver)->makeVDevice(&d, &p);                             \
   } while (0)
   switch (v) {
     case 9: NET_VDEV_CALL(9); break;

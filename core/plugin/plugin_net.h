@@ -44,17 +44,16 @@ typedef struct net net_t;
  *   before it were passed over.
  * Nothing usable: ncclInvalidUsage with a message naming what was tried (and net_name if set).
  */
-ncclResult_t net_select(const char* net_name, uint64_t comm_id, int traffic_class,
-                        net_t** net_p);
+ncclResult_t net_select(const char* net_name, uint64_t comm_id, int traffic_class, net_t** net_p);
 /* Open exactly the library `spec` (plugin_open's rules) and initialize it for one communicator.
  * For tools and tests (the conformance suite). */
 ncclResult_t net_open(const char* spec, uint64_t comm_id, int traffic_class, net_t** net_p);
 /* Finalize the communicator's context and drop the library reference. Safe with NULL. */
 void net_close(net_t* net);
 
-const char* net_name(const net_t* net);      /* the table's name ("Socket", "IB", ...) */
-int net_version(const net_t* net);           /* ABI version of the table found (6..12) */
-const char* net_lib_path(const net_t* net);  /* the file opened */
+const char* net_name(const net_t* net);     /* the table's name ("Socket", "IB", ...) */
+int net_version(const net_t* net);          /* ABI version of the table found (6..12) */
+const char* net_lib_path(const net_t* net); /* the file opened */
 int net_ndev(const net_t* net);
 /* Properties of device dev (0 <= dev < net_ndev), converted to v12. */
 ncclResult_t net_props(net_t* net, int dev, ncclNetProperties_v12_t* props_p);
@@ -86,17 +85,18 @@ ncclResult_t net_close_listen(net_t* net, void* listen_comm);
 /* Optional entries. A plugin that leaves one NULL, or whose version predates it, answers
  * ncclInvalidUsage (with a WARN naming the plugin and the entry), except net_set_attr, a hint,
  * which is then skipped with success. */
-ncclResult_t net_get_device_mr(net_t* net, void* comm, void* mh, void** dptr_mh_p);      /* v7+ */
-ncclResult_t net_irecv_consumed(net_t* net, void* recv_comm, int n, void* req);          /* v7+ */
+ncclResult_t net_get_device_mr(net_t* net, void* comm, void* mh, void** dptr_mh_p); /* v7+ */
+ncclResult_t net_irecv_consumed(net_t* net, void* recv_comm, int n, void* req);     /* v7+ */
 /* props->ndevs: 1..8 for v12, 1..4 before (the older layout has 4 slots). */
 ncclResult_t net_make_vdevice(net_t* net, const ncclNetVDeviceProps_v12_t* props,
-                              int* dev_p);                                               /* v9+ */
-ncclResult_t net_set_attr(net_t* net, const ncclNetAttr_v12_t* attr);                   /* v11+ */
+                              int* dev_p);                            /* v9+ */
+ncclResult_t net_set_attr(net_t* net, const ncclNetAttr_v12_t* attr); /* v11+ */
 
 /* ---- collective networks (optional, same library). Found independently of the net version.
  * net_collnet: NULL when the library has none, its init failed or it has no devices (that
  * disables collnet only). The calls mirror ncclCollNet_v12_t with the same adaptations. ---- */
 typedef struct collnet collnet_t;
+/* Opened on the first call (not to be raced on one net_t), closed by net_close. */
 collnet_t* net_collnet(net_t* net);
 int collnet_version(const collnet_t* cn);
 int collnet_ndev(const collnet_t* cn);

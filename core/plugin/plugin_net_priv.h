@@ -7,13 +7,13 @@
 #include "plugin_net.h"
 
 struct net {
-  plugin_lib_t lib;       /* our reference on the library and the table found */
-  uint64_t comm_id;       /* for the collnet init, which comes later */
-  int traffic_class;      /* handed to v10 at connect, to v11+ at init */
-  void* ctx;              /* v11+: the plugin's per-communicator context */
-  bool shared_ref;        /* v6..v10: we hold one reference on the library's one-time init */
+  plugin_lib_t lib;  /* our reference on the library and the table found */
+  uint64_t comm_id;  /* for the collnet init, which comes later */
+  int traffic_class; /* handed to v10 at connect, to v11+ at init */
+  void* ctx;         /* v11+: the plugin's per-communicator context */
+  bool shared_ref;   /* v6..v10: we hold one reference on the library's one-time init */
   int ndev;
-  collnet_t* collnet;     /* opened on first net_collnet() */
+  collnet_t* collnet; /* opened on first net_collnet() */
   bool collnet_tried;
 };
 
@@ -23,9 +23,8 @@ struct net {
  * `init(arg)` only when nobody holds the table yet; a failed init takes no reference, so the next
  * communicator tries again.
  */
-ncclResult_t net_shared_acquire(const void* table, ncclResult_t (*init)(const void* table,
-                                                                        void* arg),
-                                void* arg);
+ncclResult_t net_shared_acquire(const void* table,
+                                ncclResult_t (*init)(const void* table, void* arg), void* arg);
 void net_shared_release(const void* table);
 
 /* The profiler callback given to plugins while the core has none to forward to. */
