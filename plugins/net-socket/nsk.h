@@ -24,25 +24,25 @@
 /* ---- Logging: only through the core's logger (nsk_dev.c) ------------------------------------ */
 
 extern ncclDebugLogger_t nsk_logger;
-#define NSK_WARN(...)                                                                \
-  do {                                                                               \
-    ncclDebugLogger_t nsk_l_ = nsk_logger;                                           \
+#define NSK_WARN(...)                                                                     \
+  do {                                                                                    \
+    ncclDebugLogger_t nsk_l_ = nsk_logger;                                                \
     if (nsk_l_ != NULL) nsk_l_(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
-#define NSK_INFO(flags, ...)                                                     \
-  do {                                                                           \
-    ncclDebugLogger_t nsk_l_ = nsk_logger;                                       \
+#define NSK_INFO(flags, ...)                                                             \
+  do {                                                                                   \
+    ncclDebugLogger_t nsk_l_ = nsk_logger;                                               \
     if (nsk_l_ != NULL) nsk_l_(NCCL_LOG_INFO, (flags), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
 /* ---- Limits and defaults -------------------------------------------------------------------- */
 
 #define NSK_MAX_DEVS 64
-#define NSK_MAX_SOCKS 64           /* data sockets per connection, nthreads * nsocks */
-#define NSK_MAX_THREADS 16         /* NCCL_SOCKET_NTHREADS upper bound (NCCL's) */
-#define NSK_DEFAULT_NTHREADS 2     /* measured over loopback, see README.md */
-#define NSK_DEFAULT_NSOCKS 2       /* sockets per helper thread */
-#define NSK_MIN_CHUNK (64 * 1024)  /* smallest piece of a request given to one socket */
+#define NSK_MAX_SOCKS 64          /* data sockets per connection, nthreads * nsocks */
+#define NSK_MAX_THREADS 16        /* NCCL_SOCKET_NTHREADS upper bound (NCCL's) */
+#define NSK_DEFAULT_NTHREADS 2    /* measured over loopback, see README.md */
+#define NSK_DEFAULT_NSOCKS 2      /* sockets per helper thread */
+#define NSK_MIN_CHUNK (64 * 1024) /* smallest piece of a request given to one socket */
 #define NSK_MAX_REQS NCCL_NET_MAX_REQUESTS
 /* Largest request: test() reports sizes as int. */
 #define NSK_MAX_BYTES ((size_t)0x7ffff000)

@@ -77,30 +77,30 @@ static ncclResult_t nsk_set_net_attr_v11(void* ctx, ncclNetAttr_v11_t* attr) {
 /* ---- properties ----------------------------------------------------------------------------- */
 
 /* Fields every version from v8 on has. */
-#define NSK_PROPS_COMMON(p, q)                 \
-  do {                                         \
-    (p)->name = (q).name;                      \
-    (p)->pciPath = (q).pciPath;                \
-    (p)->guid = (q).guid;                      \
-    (p)->ptrSupport = (q).ptrSupport;          \
-    (p)->regIsGlobal = (q).regIsGlobal;        \
-    (p)->speed = (q).speed;                    \
-    (p)->port = (q).port;                      \
-    (p)->latency = (q).latency;                \
-    (p)->maxComms = (q).maxComms;              \
-    (p)->maxRecvs = (q).maxRecvs;              \
-    (p)->netDeviceType = (q).netDeviceType;    \
+#define NSK_PROPS_COMMON(p, q)                    \
+  do {                                            \
+    (p)->name = (q).name;                         \
+    (p)->pciPath = (q).pciPath;                   \
+    (p)->guid = (q).guid;                         \
+    (p)->ptrSupport = (q).ptrSupport;             \
+    (p)->regIsGlobal = (q).regIsGlobal;           \
+    (p)->speed = (q).speed;                       \
+    (p)->port = (q).port;                         \
+    (p)->latency = (q).latency;                   \
+    (p)->maxComms = (q).maxComms;                 \
+    (p)->maxRecvs = (q).maxRecvs;                 \
+    (p)->netDeviceType = (q).netDeviceType;       \
     (p)->netDeviceVersion = (q).netDeviceVersion; \
   } while (0)
 
 /* Fields from v9 on (vProps has 4 entries before v12). */
-#define NSK_PROPS_V9(p, q)                     \
-  do {                                         \
-    (p)->forceFlush = (q).forceFlush;          \
-    (p)->vProps.ndevs = (q).vProps.ndevs;      \
-    (p)->vProps.devs[0] = (q).vProps.devs[0];  \
-    (p)->maxP2pBytes = (q).maxP2pBytes;        \
-    (p)->maxCollBytes = (q).maxCollBytes;      \
+#define NSK_PROPS_V9(p, q)                    \
+  do {                                        \
+    (p)->forceFlush = (q).forceFlush;         \
+    (p)->vProps.ndevs = (q).vProps.ndevs;     \
+    (p)->vProps.devs[0] = (q).vProps.devs[0]; \
+    (p)->maxP2pBytes = (q).maxP2pBytes;       \
+    (p)->maxCollBytes = (q).maxCollBytes;     \
   } while (0)
 
 static ncclResult_t nsk_props_v11(int dev, ncclNetProperties_v11_t* p) {
@@ -236,8 +236,8 @@ static ncclResult_t nsk_irecv_v8(void* recv_comm, int n, void** data, int* sizes
   return nsk_irecv(recv_comm, n, data, &size, request);
 }
 
-static ncclResult_t nsk_iflush_any(void* recv_comm, int n, void** data, int* sizes,
-                                   void** mhandles, void** request) {
+static ncclResult_t nsk_iflush_any(void* recv_comm, int n, void** data, int* sizes, void** mhandles,
+                                   void** request) {
   (void)data;
   (void)sizes;
   (void)mhandles;

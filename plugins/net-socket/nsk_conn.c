@@ -317,8 +317,9 @@ static ncclResult_t nsk_listen_poll(nsk_listen_t* l) {
         int ndata = h->nthreads > 0 ? h->nthreads * h->nsocks : h->nsocks;
         if (h->magic != NSK_MAGIC || h->listen_id != l->listen_id || h->nsocks < 1 ||
             h->nthreads > NSK_MAX_THREADS || ndata > NSK_MAX_SOCKS || (int)h->index > ndata) {
-          NSK_WARN("net-socket: accept: dropping a connection that is not a net-socket peer of "
-                   "this listener");
+          NSK_WARN(
+              "net-socket: accept: dropping a connection that is not a net-socket peer of "
+              "this listener");
           nsk_pending_drop(l, i, true);
           continue;
         }

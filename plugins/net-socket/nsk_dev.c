@@ -75,7 +75,9 @@ static ncclResult_t nsk_init_once(void) {
   if (n == 0) {
     NSK_WARN("net-socket: no network interface is up with a usable address%s%s%s",
              spec ? " matching NCCL_SOCKET_IFNAME=" : "", spec ? spec : "",
-             family == AF_INET ? " (AF_INET)" : family == AF_INET6 ? " (AF_INET6)" : "");
+             family == AF_INET    ? " (AF_INET)"
+             : family == AF_INET6 ? " (AF_INET6)"
+                                  : "");
     return ncclSystemError;
   }
   for (int i = 0; i < n; i++) {
@@ -101,8 +103,8 @@ static ncclResult_t nsk_init_once(void) {
   size_t off = 0;
   list[0] = '\0';
   for (int i = 0; i < n && off < sizeof(list); i++)
-    off += (size_t)snprintf(list + off, sizeof(list) - off, "%s[%d]%s", i ? " " : "", i,
-                            ifs[i].name);
+    off +=
+        (size_t)snprintf(list + off, sizeof(list) - off, "%s[%d]%s", i ? " " : "", i, ifs[i].name);
   NSK_INFO(NCCL_INIT | NCCL_NET,
            "net-socket: %d device(s): %s; %d helper thread(s) x %d socket(s) per connection", n,
            list, nsk_g.nthreads, nsk_g.nsocks);

@@ -63,8 +63,7 @@ static bool nsk_worker_move(nsk_worker_t* w, nsk_task_t** tasks, const int* sock
     ncclResult_t res =
         c->is_send
             ? nsk_try_send(so->fd, t->buf + t->done, t->len - t->done, &moved, "send", c->peer)
-            : nsk_try_recv(so->fd, t->buf + t->done, t->len - t->done, &moved, "receive",
-                           c->peer);
+            : nsk_try_recv(so->fd, t->buf + t->done, t->len - t->done, &moved, "receive", c->peer);
     if (res != ncclSuccess) {
       nsk_comm_fail(c, res);
       return true;
@@ -252,9 +251,10 @@ static ncclResult_t nsk_comm_progress(nsk_comm_t* c) {
     r->header_done = true;
     if (!c->is_send) {
       if (c->hdr_buf > r->size) {
-        NSK_WARN("net-socket: message truncated: %s sent %llu bytes but the matching receive "
-                 "posted only %zu (ncclInvalidUsage)",
-                 c->peer, (unsigned long long)c->hdr_buf, r->size);
+        NSK_WARN(
+            "net-socket: message truncated: %s sent %llu bytes but the matching receive "
+            "posted only %zu (ncclInvalidUsage)",
+            c->peer, (unsigned long long)c->hdr_buf, r->size);
         res = ncclInvalidUsage;
         goto err_fail;
       }
@@ -346,7 +346,8 @@ ncclResult_t nsk_test(void* request, int* done, int* sizes) {
   return ncclSuccess;
 }
 
-/* ---- Memory registration: host memory needs none ---------------------------------------------- */
+/* ---- Memory registration: host memory needs none ----------------------------------------------
+ */
 
 static int nsk_mr_host; /* every host registration's handle */
 

@@ -447,9 +447,10 @@ static void throughput(void) {
   CHECK_TRUE(dst[n - 1] == 3 && dst[0] == 3);
   const char* th = getenv("NCCL_SOCKET_NTHREADS");
   const char* so = getenv("NCCL_NSOCKS_PERTHREAD");
-  printf("throughput: 1 GiB over loopback, NCCL_SOCKET_NTHREADS=%s NCCL_NSOCKS_PERTHREAD=%s: "
-         "%.2f GB/s (best of 3)\n",
-         th ? th : "(default)", so ? so : "(default)", best / 1e9);
+  printf(
+      "throughput: 1 GiB over loopback, NCCL_SOCKET_NTHREADS=%s NCCL_NSOCKS_PERTHREAD=%s: "
+      "%.2f GB/s (best of 3)\n",
+      th ? th : "(default)", so ? so : "(default)", best / 1e9);
   free(src);
   free(dst);
   CHECK_EQ_INT(net->closeSend(s), ncclSuccess);
