@@ -69,12 +69,12 @@ static const char* const side_names[2] = {"A", "B"};
 
 typedef struct opts {
   const char* plugin;
-  const char* cases;     /* comma list or "all" */
+  const char* cases; /* comma list or "all" */
   int dev;
-  size_t max_bytes;      /* cap on the bytes one case moves in one message */
-  double timeout_s;      /* base deadline of a case */
-  double death_s;        /* peer-death bar: an error must come within this */
-  int role;              /* -1: both sides here (fork); SIDE_A / SIDE_B */
+  size_t max_bytes; /* cap on the bytes one case moves in one message */
+  double timeout_s; /* base deadline of a case */
+  double death_s;   /* peer-death bar: an error must come within this */
+  int role;         /* -1: both sides here (fork); SIDE_A / SIDE_B */
   const char* rendezvous;
   const char* peer_addr;
 } opts_t;
@@ -164,27 +164,27 @@ __attribute__((format(printf, 2, 3), noreturn)) static void skip(worker_t* w, co
   _exit(SKIP_CODE);
 }
 
-#define REQUIRE(w, cond, ...)         \
-  do {                                \
+#define REQUIRE(w, cond, ...)          \
+  do {                                 \
     if (!(cond)) fail(w, __VA_ARGS__); \
   } while (0)
 
 static void check_net(worker_t* w, ncclResult_t res, const char* what) {
   if (res != ncclSuccess) {
     const char* last = err_last();
-    fail(w, "%s returned %d (%s)%s%s", what, (int)res, err_string(res),
-         last && *last ? ": " : "", last ? last : "");
+    fail(w, "%s returned %d (%s)%s%s", what, (int)res, err_string(res), last && *last ? ": " : "",
+         last ? last : "");
   }
 }
 
 /* A plugin call, timed: it must succeed and must not block. */
-#define NET_CALL(w, call)                                                                 \
-  do {                                                                                    \
-    double t0_ = now_s();                                                                 \
-    check_net((w), (call), #call);                                                        \
-    double dt_ = now_s() - t0_;                                                           \
-    REQUIRE((w), dt_ < BLOCK_LIMIT_S, "%s blocked for %.1f s (it must return at once)", \
-            #call, dt_);                                                                  \
+#define NET_CALL(w, call)                                                                      \
+  do {                                                                                         \
+    double t0_ = now_s();                                                                      \
+    check_net((w), (call), #call);                                                             \
+    double dt_ = now_s() - t0_;                                                                \
+    REQUIRE((w), dt_ < BLOCK_LIMIT_S, "%s blocked for %.1f s (it must return at once)", #call, \
+            dt_);                                                                              \
   } while (0)
 
 static void check_deadline(worker_t* w, double deadline, const char* what) {
@@ -351,7 +351,8 @@ static void test_one(worker_t* w, msg_t* m, const char* what) {
 }
 
 /* Posts m[0..n) in order on one comm, at most `window` in flight, and tests them to completion.
- * A post that returns no request is retried (while testing what is in flight) until the deadline. */
+ * A post that returns no request is retried (while testing what is in flight) until the deadline.
+ */
 static void run_msgs(worker_t* w, void* comm, bool send, msg_t* m, int n, int window,
                      double deadline) {
   int posted = 0, completed = 0;
@@ -364,8 +365,8 @@ static void run_msgs(worker_t* w, void* comm, bool send, msg_t* m, int n, int wi
       if (send) {
         NET_CALL(w, net_isend(w->net, comm, p->buf, p->size, p->tag, p->mh, &p->req));
       } else {
-        NET_CALL(w, net_irecv(w->net, comm, 1, (void**)&p->buf, &p->size, &p->tag, &p->mh,
-                              &p->req));
+        NET_CALL(w,
+                 net_irecv(w->net, comm, 1, (void**)&p->buf, &p->size, &p->tag, &p->mh, &p->req));
       }
       if (p->req == NULL) break; /* retry later */
       posted++;
@@ -386,8 +387,7 @@ static void check_msgs(worker_t* w, bool send, const msg_t* m, int n, const size
             m[i].got, expect);
     if (!send) {
       size_t bad = pattern_check(m[i].buf, expect, seeds[i]);
-      REQUIRE(w, bad == expect, "receive #%d (%zu bytes): wrong data at byte %zu", i, expect,
-              bad);
+      REQUIRE(w, bad == expect, "receive #%d (%zu bytes): wrong data at byte %zu", i, expect, bad);
     }
   }
 }
@@ -408,8 +408,7 @@ static void transfer(worker_t* w, conn_t* c, size_t size, size_t posted_extra, u
   char* buf = buf_alloc(w, size + posted_extra);
   msg_t* m = calloc((size_t)n, sizeof(*m));
   size_t* sent = calloc((size_t)n, sizeof(*sent));
-  uint64_t* seeds = calloc((size_t)n, sizeof(*seeds));
-  REQUIRE(w, m && sent && seeds, "out of memory");
+  REQUIRE(w, m && sent, "out of memory");
   if (send) pattern_fill(buf, size, seed);
   for (int i = 0; i < n; i++) {
     size_t off = (size_t)i * cap, len = size - off < cap ? size - off : cap;
@@ -432,8 +431,7 @@ static void transfer(worker_t* w, conn_t* c, size_t size, size_t posted_extra, u
   } else {
     for (int i = 0; i < n; i++)
       REQUIRE(w, m[i].got >= 0 && (size_t)m[i].got == sent[i],
-              "%s: send #%d: test() reported %d bytes, expected %zu", label, i, m[i].got,
-              sent[i]);
+              "%s: send #%d: test() reported %d bytes, expected %zu", label, i, m[i].got, sent[i]);
   }
   if (size >= 64 * MIB && !send)
     note(w, "%s: %zu bytes in %d request(s), %.2f s, %.0f MB/s", label, size, n, dt,
@@ -442,7 +440,6 @@ static void transfer(worker_t* w, conn_t* c, size_t size, size_t posted_extra, u
   free(buf);
   free(m);
   free(sent);
-  free(seeds);
 }
 
 static void close_conn(worker_t* w, conn_t* c, bool listener) {
@@ -484,12 +481,13 @@ static bool case_props(worker_t* w) {
     REQUIRE(w, p.speed > 0, "device %d (%s): speed %d Mbps is not positive", d, p.name, p.speed);
     REQUIRE(w, p.maxComms >= 1, "device %d (%s): maxComms %d < 1", d, p.name, p.maxComms);
     REQUIRE(w, p.maxP2pBytes > 0, "device %d (%s): maxP2pBytes is 0", d, p.name);
-    REQUIRE(w, p.latency >= 0, "device %d (%s): negative latency %f", d, p.name,
-            (double)p.latency);
+    REQUIRE(w, p.latency >= 0, "device %d (%s): negative latency %f", d, p.name, (double)p.latency);
     if (w->side == SIDE_A)
-      note(w, "dev %d: %s pci %s speed %d Mbps ptr 0x%x maxRecvs %d maxComms %d maxP2pBytes %zu "
-              "type %d", d, p.name, p.pciPath ? p.pciPath : "(none)", p.speed, p.ptrSupport,
-           p.maxRecvs, p.maxComms, p.maxP2pBytes, (int)p.netDeviceType);
+      note(w,
+           "dev %d: %s pci %s speed %d Mbps ptr 0x%x maxRecvs %d maxComms %d maxP2pBytes %zu "
+           "type %d",
+           d, p.name, p.pciPath ? p.pciPath : "(none)", p.speed, p.ptrSupport, p.maxRecvs,
+           p.maxComms, p.maxP2pBytes, (int)p.netDeviceType);
     if (p.netDeviceType != NCCL_NET_DEVICE_HOST && w->side == SIDE_A)
       note(w, "dev %d offloads to the device (type %d): only the host path is checked here", d,
            (int)p.netDeviceType);
@@ -575,7 +573,7 @@ static bool case_accept_first(worker_t* w) {
 
 /* Sends of different sizes and contents, all posted at once, received in posting order. */
 static bool case_order(worker_t* w) {
-  static const size_t sizes[] = {1,     7,   4096, 100000, 0,  65539, MIB,  13,
+  static const size_t sizes[] = {1,     7,   4096, 100000,  0, 65539, MIB,  13,
                                  12345, 512, 0,    3 * MIB, 8, 4095,  4097, 200000};
   enum { N = sizeof(sizes) / sizeof(sizes[0]) };
   bool send = w->side == SIDE_B;
@@ -629,8 +627,10 @@ static bool case_multirecv(worker_t* w) {
       NET_CALL(w, net_test(w->net, req, &done, got));
     }
     for (int i = 0; i < n; i++) {
-      REQUIRE(w, got[i] == (int)sizes[i], "multi-receive slot %d (tag %d): test() reported %d, "
-              "expected %zu", i, tags[i], got[i], sizes[i]);
+      REQUIRE(w, got[i] == (int)sizes[i],
+              "multi-receive slot %d (tag %d): test() reported %d, "
+              "expected %zu",
+              i, tags[i], got[i], sizes[i]);
       size_t bad = pattern_check(bufs[i], sizes[i], (uint64_t)tags[i]);
       REQUIRE(w, bad == sizes[i], "multi-receive slot %d (tag %d): wrong data at byte %zu", i,
               tags[i], bad);
@@ -747,8 +747,7 @@ static size_t mem_available(void) {
 static bool case_large(worker_t* w) {
   size_t n = bytes_large(w->o);
   if (n < 2 * GIB)
-    skip(w, "--max-bytes %zu is below the 2 GiB this case needs (it moves 3 GiB)",
-         w->o->max_bytes);
+    skip(w, "--max-bytes %zu is below the 2 GiB this case needs (it moves 3 GiB)", w->o->max_bytes);
   size_t avail = mem_available();
   /* Both sides may share this machine: two buffers, plus room for the rest of the system. */
   if (avail < 2 * n + GIB)
@@ -788,10 +787,12 @@ static bool case_outstanding(worker_t* w) {
   for (int i = 0; i < N; i++) {
     double limit = now_s() + 5;
     while (r[i].req == NULL) {
-      REQUIRE(w, now_s() < limit, "irecv #%d gave no request for 5 s with %d outstanding "
-              "(NCCL_NET_MAX_REQUESTS is %d)", i, i, N);
-      NET_CALL(w, net_irecv(w->net, rc->comm, 1, (void**)&r[i].buf, &r[i].size, &r[i].tag,
-                            &r[i].mh, &r[i].req));
+      REQUIRE(w, now_s() < limit,
+              "irecv #%d gave no request for 5 s with %d outstanding "
+              "(NCCL_NET_MAX_REQUESTS is %d)",
+              i, i, N);
+      NET_CALL(w, net_irecv(w->net, rc->comm, 1, (void**)&r[i].buf, &r[i].size, &r[i].tag, &r[i].mh,
+                            &r[i].req));
       if (r[i].req == NULL) usleep(1000);
     }
   }
@@ -801,8 +802,10 @@ static bool case_outstanding(worker_t* w) {
   for (int i = 0; i < N; i++) {
     double limit = now_s() + 10;
     while (s[i].req == NULL) {
-      REQUIRE(w, now_s() < limit, "isend #%d gave no request for 10 s with %d outstanding and "
-              "all %d receives posted at the peer", i, i, N);
+      REQUIRE(w, now_s() < limit,
+              "isend #%d gave no request for 10 s with %d outstanding and "
+              "all %d receives posted at the peer",
+              i, i, N);
       NET_CALL(w, net_isend(w->net, sc->comm, s[i].buf, s[i].size, 0, s[i].mh, &s[i].req));
       if (s[i].req == NULL) {
         for (int k = 0; k < N; k++)
@@ -914,7 +917,7 @@ static void close_in_order(worker_t* w, bool sender_first, bool keep_listen) {
     ctl_sync(w, 2);
   } else {
     ctl_sync(w, 2);
-    usleep(50 * 1000); /* the peer's close reaches this side first */
+    usleep(50 * 1000);        /* the peer's close reaches this side first */
     close_conn(w, &c, !send); /* with keep_listen: the accepted comm first, the listen comm last */
   }
   ctl_sync(w, 3);
@@ -1049,8 +1052,10 @@ static void peer_death(worker_t* w, int victim) {
     for (int i = 0; i < 3 && !m.done; i++) test_one(w, &m, send ? "isend" : "irecv");
     report_line(w, 'K', "kill me");
     for (;;) {
-      if (!m.done) test_one(w, &m, send ? "isend" : "irecv");
-      else usleep(1000);
+      if (!m.done)
+        test_one(w, &m, send ? "isend" : "irecv");
+      else
+        usleep(1000);
     }
   }
   /* Survivor. A request that completes before the peer is gone is followed by another one,
@@ -1107,7 +1112,9 @@ static size_t bytes_small(const opts_t* o) {
   (void)o;
   return 0;
 }
-static size_t bytes_sizes(const opts_t* o) { return o->max_bytes < 64 * MIB ? o->max_bytes : 66 * MIB; }
+static size_t bytes_sizes(const opts_t* o) {
+  return o->max_bytes < 64 * MIB ? o->max_bytes : 66 * MIB;
+}
 
 static const case_def_t cases[] = {
     {"props", case_props, bytes_small},
@@ -1144,8 +1151,7 @@ static void worker_main(const opts_t* o, const case_def_t* c, int side, int ctl,
   worker_t w = {.o = o, .side = side, .ctl = ctl, .report = report};
   w.deadline = now_s() + timeout;
   alarm((unsigned)timeout + 10); /* backstop: the supervisor normally acts first */
-  check_net(&w, net_open(o->plugin, COMM_ID, NCCL_NET_TRAFFIC_CLASS_UNDEF, &w.net),
-            "net_open");
+  check_net(&w, net_open(o->plugin, COMM_ID, NCCL_NET_TRAFFIC_CLASS_UNDEF, &w.net), "net_open");
   int ndev = net_ndev(w.net);
   REQUIRE(&w, o->dev < ndev, "--dev %d but the plugin has %d device(s)", o->dev, ndev);
   check_net(&w, net_props(w.net, o->dev, &w.props), "net_props");
@@ -1282,8 +1288,7 @@ static void print_result(const char* name, const result_t* r) {
 /* A side that failed only because its peer went away (the control stream broke) says nothing
  * more when the peer has a result of its own: the peer's failure or skip is the cause. */
 static bool consequence_only(const result_t* r, const result_t* other) {
-  return r->kind == R_FAIL && strncmp(r->why, "control stream:", 15) == 0 &&
-         other->kind != R_PASS;
+  return r->kind == R_FAIL && strncmp(r->why, "control stream:", 15) == 0 && other->kind != R_PASS;
 }
 
 /* Combines the two sides' results: any failure wins, then any skip. */
@@ -1435,8 +1440,7 @@ static void session_open(const opts_t* o, session_t* s) {
     if (fam == AF_UNIX) unlink(((struct sockaddr_un*)&ss)->sun_path);
     s->listen_fd = socket(fam, SOCK_STREAM, 0);
     int one = 1;
-    if (s->listen_fd >= 0)
-      setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (s->listen_fd >= 0) setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr*)&ss, len) != 0 ||
         listen(s->listen_fd, 8) != 0) {
       fprintf(stderr, "net-conformance: control listener: %s\n", strerror(errno));
@@ -1479,7 +1483,8 @@ static result_t run_case_role(const opts_t* o, session_t* s, const case_def_t* c
   snprintf(name, sizeof(name), "%s", c->name);
   double timeout = case_timeout(o, c);
   if (!sess_exchange(s, name, peer_name, sizeof(name), 120) || strcmp(name, peer_name) != 0) {
-    snprintf(mine.why, sizeof(mine.why), "peer instance %s", peer_name[0] ? "runs another case" : "gone");
+    snprintf(mine.why, sizeof(mine.why), "peer instance %s",
+             peer_name[0] ? "runs another case" : "gone");
     print_result(c->name, &mine);
     exit(1);
   }
@@ -1514,8 +1519,8 @@ static int probe(const opts_t* o) {
     ncclResult_t res = net_open(o->plugin, COMM_ID, NCCL_NET_TRAFFIC_CLASS_UNDEF, &net);
     if (res != ncclSuccess) {
       const char* last = err_last();
-      printf("FAIL load: net_open(%s) returned %d (%s)%s%s\n", o->plugin, (int)res,
-             err_string(res), last && *last ? ": " : "", last ? last : "");
+      printf("FAIL load: net_open(%s) returned %d (%s)%s%s\n", o->plugin, (int)res, err_string(res),
+             last && *last ? ": " : "", last ? last : "");
       fflush(stdout);
       _exit(1);
     }
@@ -1547,17 +1552,18 @@ static int probe(const opts_t* o) {
 }
 
 static void usage(FILE* f) {
-  fprintf(f,
-          "usage: net-conformance [--case NAME[,NAME...]|all] [--dev N] [--max-bytes N[K|M|G]]\n"
-          "                       [--timeout S] [--death-timeout S] [--list]\n"
-          "                       [--role listen|connect (--rendezvous DIR | --peer-addr "
-          "HOST:PORT)]\n"
-          "                       PLUGIN_SO\n"
-          "Checks a net plugin against the ncclNet ABI contract between two processes.\n"
-          "  --max-bytes   cap on the bytes of one case's message (default 3G; the large case\n"
-          "                needs 2G or more)\n"
-          "  --role        run one side only; the peer is another instance: listen binds the\n"
-          "                control socket (unix socket in DIR, or TCP HOST:PORT), connect joins it\n");
+  fprintf(
+      f,
+      "usage: net-conformance [--case NAME[,NAME...]|all] [--dev N] [--max-bytes N[K|M|G]]\n"
+      "                       [--timeout S] [--death-timeout S] [--list]\n"
+      "                       [--role listen|connect (--rendezvous DIR | --peer-addr "
+      "HOST:PORT)]\n"
+      "                       PLUGIN_SO\n"
+      "Checks a net plugin against the ncclNet ABI contract between two processes.\n"
+      "  --max-bytes   cap on the bytes of one case's message (default 3G; the large case\n"
+      "                needs 2G or more)\n"
+      "  --role        run one side only; the peer is another instance: listen binds the\n"
+      "                control socket (unix socket in DIR, or TCP HOST:PORT), connect joins it\n");
 }
 
 static size_t parse_bytes(const char* s) {
@@ -1587,8 +1593,12 @@ static bool case_selected(const char* list, const char* name) {
 }
 
 int main(int argc, char** argv) {
-  opts_t o = {.cases = "all", .dev = 0, .max_bytes = LARGE_BYTES, .timeout_s = 30,
-              .death_s = 30, .role = -1};
+  opts_t o = {.cases = "all",
+              .dev = 0,
+              .max_bytes = LARGE_BYTES,
+              .timeout_s = 30,
+              .death_s = 30,
+              .role = -1};
   for (int i = 1; i < argc; i++) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
