@@ -19,4 +19,16 @@ static __thread int t_rank = -1;
     }                                                                                           \
   } while (0)
 
+/* EXPECT with a printf-style explanation. */
+#define EXPECT_MSG(cond, ...)                                                                   \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      fprintf(stderr, "[rank %d pid %d] %s:%d: expected %s: ", t_rank, (int)getpid(), __FILE__, \
+              __LINE__, #cond);                                                                 \
+      fprintf(stderr, __VA_ARGS__);                                                             \
+      fputc('\n', stderr);                                                                      \
+      bad++;                                                                                    \
+    }                                                                                           \
+  } while (0)
+
 #endif
