@@ -6,11 +6,15 @@
 #   init       ncclCommInitRank time and GPU memory, Choir vs NVIDIA NCCL, 2 and NGPUS ranks
 #   ref:OPS    perf binaries on NVIDIA NCCL only (validates the tools): OPS = all or a,b,c
 #   compare:OPS  test/perf/compare, Choir vs NVIDIA NCCL
+#   compare-net:OPS  the same with every rank pair through the network (p2p and shm off):
+#              Choir's net-socket vs NVIDIA's internal Socket transport, over NET_IFNAME (lo)
+#   netplugin  NVIDIA's NCCL loads Choir's net-socket (NCCL_NET_PLUGIN), all_reduce checked
 #   plugins    Choir's tuner and profiler plugins loaded into NVIDIA's NCCL, all_reduce on NGPUS
 #   sanitize   compute-sanitizer memcheck and racecheck on the kernel checker
 #   check[:ARGS]  the correctness suite (test/multigpu/coll_check) over the bar's configurations:
 #              2 and NGPUS GPUs (NGPUS >= 4: also 4), one process (threads) and one process per
-#              GPU (procs), p2p and NCCL_P2P_DISABLE=1, CUDA-graph replays, and the semantic
+#              GPU (procs), p2p, NCCL_P2P_DISABLE=1 (shm) and both off (net through
+#              net-socket over NET_IFNAME, default lo), CUDA-graph replays, and the semantic
 #              cases; ARGS replace the default --quick of the matrix runs, '+' for a space
 #              (check:--full, check:--ops=allreduce,sendrecv+--sizes=1,1MB).
 #              LIB=choir (default: BUILD) or LIB=nvidia picks the library; a table goes into the
@@ -93,8 +97,30 @@ for step in "$@"; do
     compare:*)
       ops=${step#compare:}
       test/perf/compare --lib-a "$PWD/$build" --name-a choir --lib-b "$ref_lib" --name-b nccl \
-        --ops "$ops" --ngpus "$ngpus" --out "$out" ${PERF_ARGS:-} >"$out/compare.log" 2>&1
+        --bin-dir "$build/test/perf" --ops "$ops" --ngpus "$ngpus" --out "$out" ${PERF_ARGS:-} \
+        >"$out/compare.log" 2>&1
       note "compare: rc=$? (table in compare.log)"
+      ;;
+    compare-net:*)
+      # Every rank pair through the network: p2p and shm off on both sides, loopback sockets.
+      # Choir uses its net-socket plugin; NVIDIA its internal Socket transport (no plugin).
+      ops=${step#compare-net:}
+      NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_NET_PLUGIN=none \
+        NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} \
+        test/perf/compare --lib-a "$PWD/$build" --name-a choir --lib-b "$ref_lib" --name-b nccl \
+        --bin-dir "$build/test/perf" --ops "$ops" --ngpus "$ngpus" --out "$out/net" ${PERF_ARGS:-} \
+        >"$out/compare-net.log" 2>&1
+      note "compare-net ($ngpus GPUs, NET/Socket over ${NET_IFNAME:-lo}): rc=$? (table in compare-net.log)"
+      ;;
+    netplugin)
+      # NVIDIA's NCCL loads Choir's net-socket and runs an all-reduce through it (checked).
+      perf="$build/test/perf/all_reduce_perf"
+      LD_LIBRARY_PATH="$ref_lib" NCCL_NET_PLUGIN="$PWD/$build/plugins/libnccl-net-socket.so" \
+        NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} \
+        NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV \
+        timeout 300 "$perf" -b 1M -e 256M -f 4 -g "$ngpus" -c 1 -w 1 -n 3 >"$out/netplugin.log" 2>&1
+      rc=$?
+      note "net-socket in NVIDIA NCCL: rc=$rc; $(grep -m1 -oE 'NET/Plugin: Loaded net plugin [^ ]+ \(v[0-9]+\)|Loaded net plugin.*' "$out/netplugin.log" | head -1); $(grep -m1 -oE 'Using network [A-Za-z]+' "$out/netplugin.log"); $(grep -c 'via NET/Socket' "$out/netplugin.log") connections via NET/Socket; $(grep -oE 'Out of bounds values : [0-9]+ [A-Z]+' "$out/netplugin.log")"
       ;;
     plugins)
       perf="$build/test/perf/all_reduce_perf"
@@ -136,7 +162,7 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         [ "$ngpus" -gt 4 ] && sizes="$sizes $ngpus"
         for n in $sizes; do
           for mode in threads procs; do
-            for tr in p2p shm; do configs="$configs $n:$mode:$tr"; done
+            for tr in p2p shm net; do configs="$configs $n:$mode:$tr"; done
           done
           configs="$configs $n:threads:graph $n:threads:semantics $n:procs:semantics"
         done
@@ -149,6 +175,7 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         extra=() envs=()
         case "$tr" in
           shm) envs=(NCCL_P2P_DISABLE=1) ;;
+          net) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}) ;;
           graph) extra=(--graph 3) ;;
           semantics) extra=(--case all) ;;
         esac

@@ -15,8 +15,10 @@
  * memory (shm) the link is the bottleneck and every channel costs pinned host memory. */
 #define ENQ_DEFAULT_CHANNELS_P2P 64
 #define ENQ_DEFAULT_CHANNELS_SHM 8
-/* Through the network every channel is a pair of plugin connections and host buffers. */
-#define ENQ_DEFAULT_CHANNELS_NET 4
+/* Through the network every channel is a pair of plugin connections and host buffers; more of
+ * them keep more requests in flight: on 4 x H200 with net-socket over loopback, all_reduce busbw
+ * at 64 MB was 3.4/5.5/12.3 GB/s with 2/4/8 channels. */
+#define ENQ_DEFAULT_CHANNELS_NET 8
 /* Send/recv connections per peer and direction over p2p (NCCL_MAX_P2P_NCHANNELS caps it). */
 #define ENQ_DEFAULT_P2P_NCH 32
 /* Over shm every connection is a host buffer: fewer of them. */
