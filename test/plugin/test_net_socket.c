@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "capture_log.h"
 #include "check.h"
 #include "nccl_net.h"
 
@@ -26,36 +27,7 @@
 static const ncclNet_v12_t* net;
 static void* ctx;
 
-/* ---- a logger that keeps what it is told ---- */
-
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static char log_buf[1 << 16];
-static size_t log_len;
-
-static void test_log(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
-                     const char* fmt, ...) {
-  (void)flags;
-  (void)file;
-  (void)line;
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  const char* tag = level == NCCL_LOG_WARN ? "WARN" : level == NCCL_LOG_INFO ? "INFO" : "TRACE";
-  pthread_mutex_lock(&log_lock);
-  if (getenv("CHOIR_TEST_VERBOSE") != NULL) printf("%s %s\n", tag, msg);
-  int n = snprintf(log_buf + log_len, sizeof(log_buf) - log_len, "%s %s\n", tag, msg);
-  if (n > 0 && (size_t)n < sizeof(log_buf) - log_len) log_len += (size_t)n;
-  pthread_mutex_unlock(&log_lock);
-}
-
-static void log_clear(void) {
-  pthread_mutex_lock(&log_lock);
-  log_len = 0;
-  log_buf[0] = '\0';
-  pthread_mutex_unlock(&log_lock);
-}
+/* ---- the plugin's log: test_log, log_buf, log_clear (test/harness/capture_log.h) ---- */
 
 static double now_s(void) {
   struct timespec t;

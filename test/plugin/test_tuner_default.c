@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capture_log.h"
 #include "check.h"
 #include "nccl_tuner.h"
 #include "plugin.h"
@@ -25,37 +26,7 @@ static const ncclTuner_v6_t* v6;
 static const ncclTuner_v5_t* v5;
 static char tmp_dir[256];
 
-/* ---- a logger that keeps what it is told ---- */
-
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static char log_buf[1 << 18];
-static size_t log_len;
-
-static void test_log(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
-                     const char* fmt, ...) {
-  (void)flags;
-  (void)file;
-  (void)line;
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  const char* tag = level == NCCL_LOG_WARN ? "WARN" : level == NCCL_LOG_INFO ? "INFO" : "TRACE";
-  pthread_mutex_lock(&log_lock);
-  int n = snprintf(log_buf + log_len, sizeof(log_buf) - log_len, "%s %s\n", tag, msg);
-  if (n > 0) log_len += (size_t)n < sizeof(log_buf) - log_len ? (size_t)n : 0;
-  pthread_mutex_unlock(&log_lock);
-}
-
-/* With CHOIR_TEST_VERBOSE set, what the plugin logged is shown before it is cleared. */
-static void log_clear(void) {
-  pthread_mutex_lock(&log_lock);
-  if (getenv("CHOIR_TEST_VERBOSE") != NULL) fputs(log_buf, stdout);
-  log_len = 0;
-  log_buf[0] = '\0';
-  pthread_mutex_unlock(&log_lock);
-}
+/* ---- the plugin's log: test_log, log_buf, log_clear (test/harness/capture_log.h) ---- */
 
 /* ---- helpers ---- */
 
