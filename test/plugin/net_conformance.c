@@ -243,25 +243,30 @@ static inline uint64_t pattern_word(uint64_t seed, uint64_t i) {
   return v ^ (v >> 29);
 }
 
+/* Buffers may be unaligned (the regmr case): words go through memcpy. */
 static void pattern_fill(void* buf, size_t n, uint64_t seed) {
-  uint64_t* wp = buf;
+  char* cp = buf;
   size_t nw = n / 8;
-  for (size_t i = 0; i < nw; i++) wp[i] = pattern_word(seed, i);
+  for (size_t i = 0; i < nw; i++) {
+    uint64_t w = pattern_word(seed, i);
+    memcpy(cp + i * 8, &w, sizeof(w));
+  }
   if (n % 8) {
     uint64_t v = pattern_word(seed, nw);
     memcpy((char*)buf + nw * 8, &v, n % 8);
   }
 }
 
-/* Offset of the first byte that differs from the pattern, or n. buf must be 8-byte aligned. */
+/* Offset of the first byte that differs from the pattern, or n (any alignment). */
 static size_t pattern_check(const void* buf, size_t n, uint64_t seed) {
-  const uint64_t* wp = buf;
+  const char* cp = buf;
   size_t nw = n / 8;
   for (size_t i = 0; i < nw; i++) {
-    uint64_t v = pattern_word(seed, i);
-    if (wp[i] != v) {
+    uint64_t v = pattern_word(seed, i), w;
+    memcpy(&w, cp + i * 8, sizeof(w));
+    if (w != v) {
       for (size_t b = 0; b < 8; b++)
-        if (((const unsigned char*)&wp[i])[b] != ((const unsigned char*)&v)[b]) return i * 8 + b;
+        if (((const unsigned char*)&w)[b] != ((const unsigned char*)&v)[b]) return i * 8 + b;
     }
   }
   if (n % 8) {
