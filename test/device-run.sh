@@ -35,6 +35,11 @@ ngpus=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 summary="$out/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
+# compare_run OPS OUTDIR LOG: test/perf/compare, Choir against NVIDIA's NCCL, on NGPUS.
+compare_run() {
+  test/perf/compare --lib-a "$PWD/$build" --name-a choir --lib-b "$ref_lib" --name-b nccl \
+    --bin-dir "$build/test/perf" --ops "$1" --ngpus "$ngpus" --out "$2" ${PERF_ARGS:-} >"$3" 2>&1
+}
 
 # NVIDIA's NCCL, as shipped with PyTorch: the reference.
 ref_dir=${REF_NCCL_DIR:-$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)}
@@ -96,9 +101,7 @@ for step in "$@"; do
       ;;
     compare:*)
       ops=${step#compare:}
-      test/perf/compare --lib-a "$PWD/$build" --name-a choir --lib-b "$ref_lib" --name-b nccl \
-        --bin-dir "$build/test/perf" --ops "$ops" --ngpus "$ngpus" --out "$out" ${PERF_ARGS:-} \
-        >"$out/compare.log" 2>&1
+      compare_run "$ops" "$out" "$out/compare.log"
       note "compare: rc=$? (table in compare.log)"
       ;;
     compare-net:*)
@@ -106,10 +109,7 @@ for step in "$@"; do
       # Choir uses its net-socket plugin; NVIDIA its internal Socket transport (no plugin).
       ops=${step#compare-net:}
       NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_NET_PLUGIN=none \
-        NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} \
-        test/perf/compare --lib-a "$PWD/$build" --name-a choir --lib-b "$ref_lib" --name-b nccl \
-        --bin-dir "$build/test/perf" --ops "$ops" --ngpus "$ngpus" --out "$out/net" ${PERF_ARGS:-} \
-        >"$out/compare-net.log" 2>&1
+        NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} compare_run "$ops" "$out/net" "$out/compare-net.log"
       note "compare-net ($ngpus GPUs, NET/Socket over ${NET_IFNAME:-lo}): rc=$? (table in compare-net.log)"
       ;;
     netplugin)

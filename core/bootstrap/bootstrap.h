@@ -40,6 +40,9 @@ ncclResult_t bootstrap_init(const ncclUniqueId* ids, int nids, int rank, int nra
  * slot `rank` is this rank's input; on return every slot is filled. */
 ncclResult_t bootstrap_allgather(bootstrap_t* bs, void* data, size_t size);
 ncclResult_t bootstrap_barrier(bootstrap_t* bs);
+/* The limit every wait on peers observes: CHOIR_BOOTSTRAP_TIMEOUT in milliseconds (its default
+ * when the value is not a positive number, with one WARN). */
+uint64_t bootstrap_timeout_ms(void);
 
 /* Point-to-point messages, matched by (peer, tag) in the order they were sent; messages that
  * arrive for other tags or peers are kept until received. The sizes must match exactly; a

@@ -131,7 +131,6 @@ static inline int bs_bruck_steps(int n) {
   return k;
 }
 
-uint64_t bs_timeout_ms(void);
 /* Start a root service listening on addr (port 0: ephemeral) for the id with this tag; the
  * address it listens on goes to *bound_p. */
 ncclResult_t bs_root_start(const sock_addr_t* addr, uint64_t tag, sock_addr_t* bound_p);

@@ -33,7 +33,7 @@
  */
 #define BS_MAX_STRANGERS 64
 
-uint64_t bs_timeout_ms(void) {
+uint64_t bootstrap_timeout_ms(void) {
   static int warned;
   int64_t s = param_int(PARAM_BOOTSTRAP_TIMEOUT);
   if (s <= 0) {
@@ -99,7 +99,7 @@ ncclResult_t bs_create(int rank, int nranks, uint64_t tag, volatile uint32_t* ab
   bs->rank = rank;
   bs->nranks = nranks;
   bs->tag = tag;
-  bs->timeout_ms = bs_timeout_ms();
+  bs->timeout_ms = bootstrap_timeout_ms();
   bs->abort_flag = abort_flag;
   bs->listener.fd = -1;
   bs->tailp = &bs->head;

@@ -527,7 +527,7 @@ ncclResult_t bs_root_start(const sock_addr_t* addr, uint64_t tag, sock_addr_t* b
   CHECK(MEM_CALLOC(&root, 1));
   root->listener.fd = root->prev.fd = root->next.fd = -1;
   root->tag = tag;
-  root->timeout_ms = bs_timeout_ms();
+  root->timeout_ms = bootstrap_timeout_ms();
   root->created_ns = sock_clock_ns();
   CHECK_GOTO(MEM_CALLOC(&root->pending, BS_ROOT_MAX_PENDING), res, err_free);
   CHECK_GOTO(MEM_CALLOC(&root->pfds, BS_ROOT_MAX_PENDING + 1), res, err_free);

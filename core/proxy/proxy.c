@@ -37,7 +37,6 @@ struct proxy {
   volatile uint32_t* comm_abort;
   volatile uint32_t* kernel_abort;
   pthread_t thread;
-  int thread_started;
   pthread_mutex_t lock;
   pthread_cond_t cond;
   int stop;          /* under lock */
@@ -229,7 +228,6 @@ ncclResult_t proxy_create(net_t* net, int rank, volatile uint32_t* comm_abort,
     free(p);
     return ncclSystemError;
   }
-  p->thread_started = 1;
   (void)pthread_setname_np(p->thread, "choir-proxy");
   *proxy_p = p;
   return ncclSuccess;
@@ -237,13 +235,11 @@ ncclResult_t proxy_create(net_t* net, int rank, volatile uint32_t* comm_abort,
 
 void proxy_destroy(proxy_t* p) {
   if (p == NULL) return;
-  if (p->thread_started) {
-    pthread_mutex_lock(&p->lock);
-    p->stop = 1;
-    pthread_cond_signal(&p->cond);
-    pthread_mutex_unlock(&p->lock);
-    pthread_join(p->thread, NULL);
-  }
+  pthread_mutex_lock(&p->lock);
+  p->stop = 1;
+  pthread_cond_signal(&p->cond);
+  pthread_mutex_unlock(&p->lock);
+  pthread_join(p->thread, NULL);
   for (int i = 0; i < p->nends; i++) {
     proxy_end_t* e = p->ends[i];
     if (e->c.mhandle != NULL) (void)net_dereg_mr(p->net, e->c.comm, e->c.mhandle);

@@ -11,6 +11,7 @@
  * all are up, the bootstrap timeout passes or the communicator is aborted. Then each end
  * registers its buffer. On success the ends go to the proxy, which owns their comms from then on.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -54,16 +55,15 @@ static ncclResult_t net_host_alloc(size_t bytes, transport_res_t** res_p, void**
   return ncclSuccess;
 }
 
-static uint64_t net_block_bytes(uint32_t slot_bytes) {
-  uint64_t b = (uint64_t)KERN_NSLOTS * slot_bytes;
-  b = (b + TRANSPORT_LINE - 1) / TRANSPORT_LINE * TRANSPORT_LINE + NET_LINES * TRANSPORT_LINE;
-  return (b + TRANSPORT_BUFF_ALIGN - 1) / TRANSPORT_BUFF_ALIGN * TRANSPORT_BUFF_ALIGN;
-}
-
-/* Offset of line k (0 tail, 1 head, 2 sizes) in an end's block. */
+/* Offset of line k (0 tail, 1 head, 2 sizes) in an end's block: after the slots. */
 static uint64_t net_line(uint32_t slot_bytes, int k) {
   uint64_t b = (uint64_t)KERN_NSLOTS * slot_bytes;
   return (b + TRANSPORT_LINE - 1) / TRANSPORT_LINE * TRANSPORT_LINE + (uint64_t)k * TRANSPORT_LINE;
+}
+
+static uint64_t net_block_bytes(uint32_t slot_bytes) {
+  uint64_t b = net_line(slot_bytes, NET_LINES);
+  return (b + TRANSPORT_BUFF_ALIGN - 1) / TRANSPORT_BUFF_ALIGN * TRANSPORT_BUFF_ALIGN;
 }
 
 ncclResult_t transport_net_host(transport_t* t, transport_group_t* g) {
@@ -90,15 +90,8 @@ static void net_nap(void) {
   nanosleep(&ts, NULL);
 }
 
-static uint64_t net_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 ncclResult_t transport_net_establish(transport_t* t, transport_group_t* groups, int ngroups) {
-  int64_t timeout_s = param_int(PARAM_BOOTSTRAP_TIMEOUT);
-  const uint64_t deadline = net_now_ms() + (uint64_t)(timeout_s > 0 ? timeout_s : 300) * 1000;
+  const sock_deadline_t dl = sock_deadline(bootstrap_timeout_ms(), t->abort_flag);
   for (;;) {
     int pending = 0, progress = 0;
     for (int gi = 0; gi < ngroups; gi++) {
@@ -118,19 +111,12 @@ ncclResult_t transport_net_establish(transport_t* t, transport_group_t* groups, 
       }
     }
     if (pending == 0) break;
-    if (t->abort_flag != NULL && *t->abort_flag != 0) {
-      WARN("net: rank %d: the communicator was aborted while %d network connection(s) were "
-           "being set up",
-           t->rank, pending);
-      return ncclInternalError;
-    }
-    if (net_now_ms() > deadline) {
-      WARN("net: rank %d: %d network connection(s) not established after %lld s (peers dead, "
-           "or a firewall between the interfaces? see NCCL_SOCKET_IFNAME; "
-           "CHOIR_BOOTSTRAP_TIMEOUT sets the limit)",
-           t->rank, pending, (long long)(timeout_s > 0 ? timeout_s : 300));
-      return ncclRemoteError;
-    }
+    char what[96];
+    snprintf(what, sizeof(what), "net: rank %d, setting up %d network connection(s)", t->rank,
+             pending);
+    CHECK(sock_deadline_check(&dl, what,
+                              "(peers dead, or a firewall between the interfaces? see "
+                              "NCCL_SOCKET_IFNAME; CHOIR_BOOTSTRAP_TIMEOUT sets the limit)"));
     if (!progress) net_nap();
   }
   /* Up: register the buffers, drop the listeners, describe the ends to the kernels. */

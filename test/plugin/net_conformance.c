@@ -140,28 +140,29 @@ __attribute__((format(printf, 2, 3))) static void note(worker_t* w, const char* 
   write_all_fd(STDOUT_FILENO, line, (size_t)n);
 }
 
+/* Reports the verdict (kind 'F' or 'S') to the supervisor and ends the worker with code. */
+__attribute__((noreturn)) static void finish(worker_t* w, char kind, int code, const char* fmt,
+                                             va_list ap) {
+  char why[900];
+  vsnprintf(why, sizeof(why), fmt, ap);
+  report_line(w, kind, why);
+  _exit(code);
+}
+
 /* Records the failure with the supervisor and ends the worker: nothing after a failure is
  * trustworthy, and the supervisor reports it. */
 __attribute__((format(printf, 2, 3), noreturn)) static void fail(worker_t* w, const char* fmt,
                                                                  ...) {
-  char why[900];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(why, sizeof(why), fmt, ap);
-  va_end(ap);
-  report_line(w, 'F', why);
-  _exit(1);
+  finish(w, 'F', 1, fmt, ap);
 }
 
 __attribute__((format(printf, 2, 3), noreturn)) static void skip(worker_t* w, const char* fmt,
                                                                  ...) {
-  char why[900];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(why, sizeof(why), fmt, ap);
-  va_end(ap);
-  report_line(w, 'S', why);
-  _exit(SKIP_CODE);
+  finish(w, 'S', SKIP_CODE, fmt, ap);
 }
 
 #define REQUIRE(w, cond, ...)          \

@@ -16,22 +16,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "log_file.h"
 #include "mock_net.h"
 #include "plugin_net.h"
 
-static char log_path[256];
-
-static const char* log_text(void) {
-  static char buf[1 << 17];
-  FILE* f = fopen(log_path, "r");
-  buf[0] = '\0';
-  if (f != NULL) {
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-  }
-  return buf;
-}
+/* log_path and log_text: test/harness/log_file.h */
 
 static mock_net_stats_t* stats_of(net_t* net) {
   void* h = dlopen(net_lib_path(net), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);

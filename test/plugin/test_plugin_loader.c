@@ -10,25 +10,14 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "log_file.h"
 #include "plugin.h"
 
 /* The test program itself holds a tuner table, for NCCL_TUNER_PLUGIN=STATIC_PLUGIN. */
 __attribute__((visibility("default"))) void* ncclTunerPlugin_v3[4];
 static int static_entry(void) { return 0; }
 
-static char log_path[256];
-
-static const char* log_text(void) {
-  static char buf[65536];
-  FILE* f = fopen(log_path, "r");
-  buf[0] = '\0';
-  if (f != NULL) {
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-  }
-  return buf;
-}
+/* log_path and log_text: test/harness/log_file.h */
 
 static void expect_load(const plugin_kind_t* kind, const char* spec, int version,
                         const char* name) {

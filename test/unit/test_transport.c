@@ -730,12 +730,27 @@ typedef struct {
   const job_t* j;
   int rank;
   int bad;
+  int (*body)(int rank, const job_t* j);
 } thread_job_t;
 
 static void* thread_rank(void* arg) {
   thread_job_t* t = (thread_job_t*)arg;
-  t->bad = rank_run(t->rank, t->j);
+  t->bad = t->body(t->rank, t->j);
   return NULL;
+}
+
+/* One thread per rank running body; every rank must finish without a failed EXPECT. */
+static void run_rank_threads(const job_t* j, int (*body)(int rank, const job_t* j)) {
+  thread_job_t t[8];
+  pthread_t th[8];
+  for (int r = 0; r < j->nranks; r++) {
+    t[r] = (thread_job_t){j, r, 0, body};
+    pthread_create(&th[r], NULL, thread_rank, &t[r]);
+  }
+  for (int r = 0; r < j->nranks; r++) {
+    pthread_join(th[r], NULL);
+    CHECK_EQ_INT(t[r].bad, 0);
+  }
 }
 
 static void job_make(job_t* j, int nranks, int policy, int nchan, int npairs) {
@@ -752,16 +767,7 @@ static void run_threads(int nranks, int policy) {
   transport_set_cuda_ops(&fake_ops);
   job_t j;
   job_make(&j, nranks, policy, 3, 2);
-  thread_job_t t[8];
-  pthread_t th[8];
-  for (int r = 0; r < nranks; r++) {
-    t[r] = (thread_job_t){&j, r, 0};
-    pthread_create(&th[r], NULL, thread_rank, &t[r]);
-  }
-  for (int r = 0; r < nranks; r++) {
-    pthread_join(th[r], NULL);
-    CHECK_EQ_INT(t[r].bad, 0);
-  }
+  run_rank_threads(&j, rank_run);
   CHECK_EQ_INT(fake_live(), 0);
   CHECK_EQ_INT(own_shm_names(), 0);
   /* Same process: raw pointers and peer access, never an IPC handle. */
@@ -1009,16 +1015,7 @@ static void case_knob_connect_shm(void) {
   job_t j;
   job_make(&j, 2, 1, 1, 1);
   j.kind = KERN_TRANSPORT_SHM; /* the policy allows p2p: the knob alone makes it shm */
-  thread_job_t t[2];
-  pthread_t th[2];
-  for (int r = 0; r < 2; r++) {
-    t[r] = (thread_job_t){&j, r, 0};
-    pthread_create(&th[r], NULL, thread_rank, &t[r]);
-  }
-  for (int r = 0; r < 2; r++) {
-    pthread_join(th[r], NULL);
-    CHECK_EQ_INT(t[r].bad, 0);
-  }
+  run_rank_threads(&j, rank_run);
   CHECK_EQ_INT(fake_live(), 0);
 }
 
@@ -1136,12 +1133,6 @@ out:
   return bad;
 }
 
-static void* net_thread(void* arg) {
-  thread_job_t* t = (thread_job_t*)arg;
-  t->bad = net_rank(t->rank, t->j);
-  return NULL;
-}
-
 static void case_net_loop(void) {
   transport_set_cuda_ops(&fake_ops);
   if (getenv("CHOIR_PLUGIN_DIR") == NULL) {
@@ -1151,16 +1142,7 @@ static void case_net_loop(void) {
   }
   job_t j;
   job_make(&j, 2, 0, 0, 0);
-  thread_job_t t[2];
-  pthread_t th[2];
-  for (int r = 0; r < 2; r++) {
-    t[r] = (thread_job_t){&j, r, 0};
-    pthread_create(&th[r], NULL, net_thread, &t[r]);
-  }
-  for (int r = 0; r < 2; r++) {
-    pthread_join(th[r], NULL);
-    CHECK_EQ_INT(t[r].bad, 0);
-  }
+  run_rank_threads(&j, net_rank);
   CHECK_EQ_INT(fake_live(), 0);
 }
 
