@@ -1297,6 +1297,17 @@ static bool consequence_only(const result_t* r, const result_t* other) {
   return r->kind == R_FAIL && strncmp(r->why, "control stream:", 15) == 0 && other->kind != R_PASS;
 }
 
+/* Appends "[; ]side: why" to buf (len bytes used so far), truncating; returns the new length. */
+static size_t why_append(char* buf, size_t size, size_t len, const char* side, const char* why) {
+  int n = snprintf(buf + len, size - len, "%s%s: ", len ? "; " : "", side);
+  len = n < 0 ? len : len + (size_t)n < size ? len + (size_t)n : size - 1;
+  size_t w = strlen(why);
+  if (w > size - 1 - len) w = size - 1 - len;
+  memcpy(buf + len, why, w);
+  buf[len + w] = '\0';
+  return len + w;
+}
+
 /* Combines the two sides' results: any failure wins, then any skip. */
 static result_t combine(const result_t* a_in, const result_t* b_in) {
   result_t r = {R_PASS, ""};
@@ -1309,9 +1320,7 @@ static result_t combine(const result_t* a_in, const result_t* b_in) {
     for (int i = 0; i < 2; i++)
       if (s[i]->kind == kind) {
         r.kind = kind;
-        len += (size_t)snprintf(r.why + len, sizeof(r.why) - len, "%s%s: %s", len ? "; " : "",
-                                side_names[i], s[i]->why);
-        if (len >= sizeof(r.why)) len = sizeof(r.why) - 1;
+        len = why_append(r.why, sizeof(r.why), len, side_names[i], s[i]->why);
       }
     if (r.kind != R_PASS) {
       /* Both sides saying the same thing: say it once. */
