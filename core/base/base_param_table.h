@@ -105,6 +105,9 @@ PARAM_INT(BUFFSIZE, "NCCL_BUFFSIZE", 4194304,
           "bytes of each ring connection's receive buffer (8 slots); a multiple of 128 KiB is best")
 PARAM_INT(P2P_NVL_CHUNKSIZE, "NCCL_P2P_NVL_CHUNKSIZE", 524288,
           "slot size in bytes of send/recv connections over NVLink")
+PARAM_STR(PROXY_TRACE, "CHOIR_PROXY_TRACE", NULL,
+          "file prefix: each proxy thread records when it hands slots to the net plugin and when "
+          "they complete, and writes PREFIX.RANK.PID at communicator destruction (tuning aid)")
 PARAM_INT(P2P_PCI_CHUNKSIZE, "NCCL_P2P_PCI_CHUNKSIZE", 131072,
           "slot size in bytes of send/recv connections over PCIe or shared memory")
 PARAM_INT(MAX_P2P_NCHANNELS, "NCCL_MAX_P2P_NCHANNELS", -1,

@@ -12,12 +12,16 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "kernels.h"
 
 _Static_assert(KERN_NSLOTS <= NCCL_NET_MAX_REQUESTS, "a connection end's requests fit the ABI");
+
 
 /* Sweeps without progress before the thread yields the CPU between sweeps. */
 #define PROXY_SPINS_BEFORE_YIELD 64
@@ -31,22 +35,104 @@ typedef struct proxy_end {
   int flushing;      /* receive end: slot `done` completed, its flush not yet */
 } proxy_end_t;
 
+/* CHOIR_PROXY_TRACE: one record per slot event, kept in memory and written at destruction. */
+enum {
+  TRACE_SEND_POST,
+  TRACE_SEND_DONE,
+  TRACE_RECV_POST,
+  TRACE_RECV_DONE,
+  TRACE_LAUNCH_BEGIN,
+  TRACE_LAUNCH_END
+};
+#define PROXY_TRACE_MAX (1u << 21)
+
+typedef struct proxy_trace_ev {
+  uint64_t ns;
+  uint64_t slot;
+  uint32_t bytes;
+  int16_t end;
+  uint8_t ev;
+} proxy_trace_ev_t;
+
 struct proxy {
   net_t* net;
   int rank;
   volatile uint32_t* comm_abort;
   volatile uint32_t* kernel_abort;
   pthread_t thread;
+  /* The lock guards only the hand-over of new ends and going to sleep: the sweeps run without
+   * it, so a launching thread never waits for one (a waiter woken by an unlock would mostly find
+   * the lock taken again, and a wake-up costs up to hundreds of microseconds on VMs). */
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  int stop;          /* under lock */
+  int stop;          /* atomic; set under lock */
+  int sleeping;      /* atomic: the thread is (about to be) in cond_wait; set under lock */
   int active;        /* atomic: launches begun and not ended */
   int error;         /* atomic: ncclResult_t of the first failure */
   uint64_t sweeps;   /* atomic */
-  proxy_end_t** ends;/* under lock */
+  proxy_end_t** ends;/* the thread's own */
   int nends;
   int cap;
+  proxy_end_t** incoming; /* under lock: ends added, not yet taken by the thread */
+  int nincoming;
+  int incap;
+  int has_incoming; /* atomic */
+  /* Polled launch ends: a single-producer (the launching thread) single-consumer (the proxy
+   * thread) ring, [polled_head, polled_tail), both atomic. */
+  struct {
+    const uint64_t* flag;
+    uint64_t seq;
+  } polled[PROXY_MAX_POLLED];
+  uint64_t polled_head; /* atomic: retired */
+  uint64_t polled_tail;
+  proxy_trace_ev_t* trace; /* NULL unless CHOIR_PROXY_TRACE */
+  uint32_t ntrace;
 };
+
+static uint64_t proxy_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void proxy_trace(proxy_t* p, const proxy_end_t* e, int ev, uint64_t slot, uint32_t bytes) {
+  if (p->trace == NULL) return;
+  const uint32_t at = __atomic_fetch_add(&p->ntrace, 1, __ATOMIC_RELAXED);
+  if (at >= PROXY_TRACE_MAX) return;
+  const uint64_t ns = proxy_now_ns();
+  int16_t end = -1;
+  for (int i = 0; i < p->nends && e != NULL; i++)
+    if (p->ends[i] == e) end = (int16_t)i;
+  p->trace[at] = (proxy_trace_ev_t){.ns = ns,
+                                             .slot = slot,
+                                             .bytes = bytes,
+                                             .end = end,
+                                             .ev = (uint8_t)ev};
+}
+
+/* Lines "ns event rank peer id slot bytes", event one of SP SD RP RD. */
+static void proxy_trace_write(const proxy_t* p) {
+  const char* prefix = param_str(PARAM_PROXY_TRACE);
+  if (p->trace == NULL || prefix == NULL) return;
+  char path[4096];
+  snprintf(path, sizeof(path), "%s.%d.%d", prefix, p->rank, (int)getpid());
+  FILE* f = fopen(path, "w");
+  if (f == NULL) {
+    WARN("proxy: cannot write the trace %s: %s", path, strerror(errno));
+    return;
+  }
+  static const char* names[] = {"SP", "SD", "RP", "RD", "LB", "LE"};
+  const uint32_t n = p->ntrace < PROXY_TRACE_MAX ? p->ntrace : PROXY_TRACE_MAX;
+  for (uint32_t i = 0; i < n; i++) {
+    const proxy_trace_ev_t* t = &p->trace[i];
+    const proxy_end_t* e = t->end >= 0 ? p->ends[t->end] : NULL;
+    fprintf(f, "%llu %s %d %d %d %llu %u\n", (unsigned long long)t->ns, names[t->ev], p->rank,
+            e != NULL ? e->c.peer : -1, e != NULL ? e->c.id : -1, (unsigned long long)t->slot,
+            t->bytes);
+  }
+  fclose(f);
+  INFO(NCCL_NET, "proxy: rank %d wrote %u trace records to %s", p->rank, n, path);
+}
 
 static uint64_t load_acq(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static void store_rel(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
@@ -91,6 +177,7 @@ static int proxy_send(proxy_t* p, proxy_end_t* e, int* pending_p) {
     }
     if (req == NULL) break; /* the plugin is full: again next sweep */
     e->reqs[slot] = req;
+    proxy_trace(p, e, TRACE_SEND_POST, e->posted, bytes);
     e->posted++;
     progress = 1;
   }
@@ -103,6 +190,7 @@ static int proxy_send(proxy_t* p, proxy_end_t* e, int* pending_p) {
     }
     if (!done) break;
     e->reqs[e->done % KERN_NSLOTS] = NULL;
+    proxy_trace(p, e, TRACE_SEND_DONE, e->done, 0);
     e->done++;
     store_rel(e->c.head, e->done);
     progress = 1;
@@ -129,6 +217,7 @@ static int proxy_recv(proxy_t* p, proxy_end_t* e) {
     }
     if (req == NULL) break;
     e->reqs[slot] = req;
+    proxy_trace(p, e, TRACE_RECV_POST, e->posted, 0);
     e->posted++;
     progress = 1;
   }
@@ -167,6 +256,7 @@ static int proxy_recv(proxy_t* p, proxy_end_t* e) {
       e->flushing = 0;
       e->flush_req = NULL;
     }
+    proxy_trace(p, e, TRACE_RECV_DONE, e->done, 0);
     e->done++;
     store_rel(e->c.tail, e->done);
     progress = 1;
@@ -174,11 +264,64 @@ static int proxy_recv(proxy_t* p, proxy_end_t* e) {
   return progress;
 }
 
+/* Retires the polled launch ends that are over (proxy thread). */
+static void proxy_poll_ends(proxy_t* p) {
+  while (p->polled_head != __atomic_load_n(&p->polled_tail, __ATOMIC_ACQUIRE)) {
+    const uint64_t i = p->polled_head % PROXY_MAX_POLLED;
+    if (__atomic_load_n(p->polled[i].flag, __ATOMIC_ACQUIRE) < p->polled[i].seq) break;
+    proxy_trace(p, NULL, TRACE_LAUNCH_END, p->polled_head, 0);
+    __atomic_store_n(&p->polled_head, p->polled_head + 1, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&p->active, 1, __ATOMIC_ACQ_REL);
+  }
+}
+
+/* Takes the ends proxy_add handed over (proxy thread). */
+static void proxy_take_incoming(proxy_t* p) {
+  pthread_mutex_lock(&p->lock);
+  int n = p->nincoming;
+  if (p->nends + n > p->cap) {
+    int cap = p->cap ? p->cap : 16;
+    while (cap < p->nends + n) cap *= 2;
+    proxy_end_t** ends = realloc(p->ends, (size_t)cap * sizeof(*ends));
+    if (ends == NULL) {
+      n = 0; /* try again next sweep */
+    } else {
+      p->ends = ends;
+      p->cap = cap;
+    }
+  }
+  for (int i = 0; i < n; i++) p->ends[p->nends++] = p->incoming[i];
+  p->nincoming -= n;
+  memmove(p->incoming, p->incoming + n, sizeof(*p->incoming) * (size_t)p->nincoming);
+  __atomic_store_n(&p->has_incoming, p->nincoming > 0, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&p->lock);
+}
+
+/* A launch that has made no progress for this long gets its connection state logged (once per
+ * stall): the counters tell whether the kernel, this thread or the network is waiting. */
+#define PROXY_STALL_REPORT_NS 5000000000ull
+
+static void proxy_report_stall(const proxy_t* p, uint64_t ns) {
+  WARN("proxy: rank %d: no network progress for %.1f s with %d launch(es) active; connection "
+       "ends follow (posted/done by the proxy, tail/head by the kernel)",
+       p->rank, (double)ns * 1e-9, __atomic_load_n(&p->active, __ATOMIC_ACQUIRE));
+  for (int i = 0; i < p->nends; i++) {
+    const proxy_end_t* e = p->ends[i];
+    WARN("proxy: rank %d %s end %d peer %d id %d: posted %llu done %llu tail %llu head %llu%s",
+         p->rank, e->c.is_send ? "send" : "recv", i, e->c.peer, e->c.id,
+         (unsigned long long)e->posted, (unsigned long long)e->done,
+         (unsigned long long)load_acq(e->c.tail), (unsigned long long)load_acq(e->c.head),
+         e->flushing ? " (flushing)" : "");
+  }
+}
+
 static void* proxy_main(void* arg) {
   proxy_t* p = (proxy_t*)arg;
-  int idle = 0;
-  pthread_mutex_lock(&p->lock);
-  while (!p->stop) {
+  unsigned idle = 0;
+  uint64_t last_progress = 0; /* when the current run without progress began; 0: none */
+  int stall_reported = 0;
+  while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+    if (__atomic_load_n(&p->has_incoming, __ATOMIC_ACQUIRE)) proxy_take_incoming(p);
     int progress = 0, pending = 0;
     if (!proxy_aborted(p)) {
       for (int i = 0; i < p->nends && !proxy_aborted(p); i++) {
@@ -186,27 +329,39 @@ static void* proxy_main(void* arg) {
         progress |= e->c.is_send ? proxy_send(p, e, &pending) : proxy_recv(p, e);
       }
       __atomic_add_fetch(&p->sweeps, 1, __ATOMIC_RELAXED);
+      if (!progress) proxy_poll_ends(p);
     }
-    if (proxy_aborted(p) ||
-        (!pending && __atomic_load_n(&p->active, __ATOMIC_ACQUIRE) == 0)) {
-      /* Nothing can move until the next launch (or ever, after a failure): sleep. */
+    if (proxy_aborted(p) || (!pending && __atomic_load_n(&p->active, __ATOMIC_SEQ_CST) == 0)) {
+      /* Nothing can move until the next launch (or ever, after a failure): sleep. `sleeping` is
+       * raised before active is read again, and proxy_launch_begin raises active before it
+       * reads `sleeping`: one of the two sees the other, so no launch is missed. */
+      pthread_mutex_lock(&p->lock);
+      __atomic_store_n(&p->sleeping, 1, __ATOMIC_SEQ_CST);
+      if (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE) &&
+          (proxy_aborted(p) || (!pending && __atomic_load_n(&p->active, __ATOMIC_SEQ_CST) == 0)))
+        pthread_cond_wait(&p->cond, &p->lock);
+      __atomic_store_n(&p->sleeping, 0, __ATOMIC_SEQ_CST);
+      pthread_mutex_unlock(&p->lock);
       idle = 0;
-      pthread_cond_wait(&p->cond, &p->lock);
+      last_progress = 0;
       continue;
     }
     if (progress) {
       idle = 0;
+      last_progress = 0;
+      stall_reported = 0;
     } else if (++idle >= PROXY_SPINS_BEFORE_YIELD) {
-      pthread_mutex_unlock(&p->lock);
+      if (idle % PROXY_SPINS_BEFORE_YIELD == 0) {
+        const uint64_t now = proxy_now_ns();
+        if (last_progress == 0) last_progress = now;
+        if (!stall_reported && now - last_progress >= PROXY_STALL_REPORT_NS) {
+          proxy_report_stall(p, now - last_progress);
+          stall_reported = 1;
+        }
+      }
       sched_yield();
-      pthread_mutex_lock(&p->lock);
-      continue;
     }
-    /* Let proxy_add and the launch marks in between sweeps. */
-    pthread_mutex_unlock(&p->lock);
-    pthread_mutex_lock(&p->lock);
   }
-  pthread_mutex_unlock(&p->lock);
   return NULL;
 }
 
@@ -218,6 +373,9 @@ ncclResult_t proxy_create(net_t* net, int rank, volatile uint32_t* comm_abort,
   p->rank = rank;
   p->comm_abort = comm_abort;
   p->kernel_abort = kernel_abort;
+  if (param_str(PARAM_PROXY_TRACE) != NULL &&
+      (p->trace = calloc(PROXY_TRACE_MAX, sizeof(*p->trace))) == NULL)
+    WARN("proxy: no memory for CHOIR_PROXY_TRACE; rank %d runs without it", rank);
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->cond, NULL);
   int err = pthread_create(&p->thread, NULL, proxy_main, p);
@@ -225,6 +383,7 @@ ncclResult_t proxy_create(net_t* net, int rank, volatile uint32_t* comm_abort,
     WARN("proxy: rank %d cannot start its proxy thread: %s", rank, strerror(err));
     pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->lock);
+    free(p->trace);
     free(p);
     return ncclSystemError;
   }
@@ -233,23 +392,28 @@ ncclResult_t proxy_create(net_t* net, int rank, volatile uint32_t* comm_abort,
   return ncclSuccess;
 }
 
+static void proxy_end_close(proxy_t* p, proxy_end_t* e) {
+  if (e->c.mhandle != NULL) (void)net_dereg_mr(p->net, e->c.comm, e->c.mhandle);
+  if (e->c.is_send)
+    (void)net_close_send(p->net, e->c.comm);
+  else
+    (void)net_close_recv(p->net, e->c.comm);
+  free(e);
+}
+
 void proxy_destroy(proxy_t* p) {
   if (p == NULL) return;
   pthread_mutex_lock(&p->lock);
-  p->stop = 1;
+  __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
   pthread_cond_signal(&p->cond);
   pthread_mutex_unlock(&p->lock);
   pthread_join(p->thread, NULL);
-  for (int i = 0; i < p->nends; i++) {
-    proxy_end_t* e = p->ends[i];
-    if (e->c.mhandle != NULL) (void)net_dereg_mr(p->net, e->c.comm, e->c.mhandle);
-    if (e->c.is_send)
-      (void)net_close_send(p->net, e->c.comm);
-    else
-      (void)net_close_recv(p->net, e->c.comm);
-    free(e);
-  }
+  proxy_trace_write(p);
+  free(p->trace);
+  for (int i = 0; i < p->nends; i++) proxy_end_close(p, p->ends[i]);
+  for (int i = 0; i < p->nincoming; i++) proxy_end_close(p, p->incoming[i]);
   free(p->ends);
+  free(p->incoming);
   pthread_cond_destroy(&p->cond);
   pthread_mutex_destroy(&p->lock);
   free(p);
@@ -258,17 +422,17 @@ void proxy_destroy(proxy_t* p) {
 ncclResult_t proxy_add(proxy_t* p, const proxy_conn_t* conns, int n) {
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&p->lock);
-  if (p->nends + n > p->cap) {
-    int cap = p->cap ? p->cap : 16;
-    while (cap < p->nends + n) cap *= 2;
-    proxy_end_t** ends = realloc(p->ends, (size_t)cap * sizeof(*ends));
-    if (ends == NULL) {
+  if (p->nincoming + n > p->incap) {
+    int cap = p->incap ? p->incap : 16;
+    while (cap < p->nincoming + n) cap *= 2;
+    proxy_end_t** v = realloc(p->incoming, (size_t)cap * sizeof(*v));
+    if (v == NULL) {
       WARN("proxy: out of memory for %d connection ends", cap);
       res = ncclSystemError;
       goto out;
     }
-    p->ends = ends;
-    p->cap = cap;
+    p->incoming = v;
+    p->incap = cap;
   }
   for (int i = 0; i < n; i++) {
     proxy_end_t* e = calloc(1, sizeof(*e));
@@ -279,23 +443,48 @@ ncclResult_t proxy_add(proxy_t* p, const proxy_conn_t* conns, int n) {
     }
     e->c = conns[i];
     /* Counters start where the kernels' steps start: 0 (fresh connections). */
-    p->ends[p->nends++] = e;
+    p->incoming[p->nincoming++] = e;
   }
 out:
+  /* The thread takes them before its next sweep; a launch that uses them wakes it. */
+  __atomic_store_n(&p->has_incoming, p->nincoming > 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&p->lock);
   return res;
 }
 
 void proxy_launch_begin(proxy_t* p) {
-  __atomic_add_fetch(&p->active, 1, __ATOMIC_ACQ_REL);
-  pthread_mutex_lock(&p->lock);
-  pthread_cond_signal(&p->cond);
-  pthread_mutex_unlock(&p->lock);
+  __atomic_add_fetch(&p->active, 1, __ATOMIC_SEQ_CST);
+  proxy_trace(p, NULL, TRACE_LAUNCH_BEGIN, 0, 0);
+  if (__atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)) {
+    pthread_mutex_lock(&p->lock);
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+  }
 }
 
 void proxy_launch_end(proxy_t* p) {
   /* No signal needed: the thread notices at its next sweep and goes to sleep by itself. */
   __atomic_sub_fetch(&p->active, 1, __ATOMIC_ACQ_REL);
+}
+
+void proxy_launch_end_polled(proxy_t* p, const uint64_t* flag, uint64_t seq) {
+  const uint64_t tail = __atomic_load_n(&p->polled_tail, __ATOMIC_RELAXED); /* this side writes it */
+  if (tail - __atomic_load_n(&p->polled_head, __ATOMIC_ACQUIRE) >= PROXY_MAX_POLLED) {
+    /* The caller's count said there was room: a bug, but never lose a launch's end. */
+    WARN("proxy: rank %d: more than %d polled launch ends outstanding", p->rank,
+         PROXY_MAX_POLLED);
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < seq) sched_yield();
+    proxy_launch_end(p);
+    return;
+  }
+  const uint64_t i = tail % PROXY_MAX_POLLED;
+  p->polled[i].flag = flag;
+  p->polled[i].seq = seq;
+  __atomic_store_n(&p->polled_tail, tail + 1, __ATOMIC_RELEASE);
+}
+
+uint64_t proxy_polled_retired(const proxy_t* p) {
+  return __atomic_load_n(&p->polled_head, __ATOMIC_ACQUIRE);
 }
 
 ncclResult_t proxy_error(const proxy_t* p) {

@@ -8,7 +8,10 @@
  * NSK_MIN_CHUNK bytes each, so small requests use few sockets); helper threads (nthreads, each
  * owning nsocks sockets) move the pieces. With no helper thread the caller's test() moves them.
  * The control socket carries, per send and in posting order, the send's size (8 bytes), so that
- * the receiver knows how the request is cut before it reads the data sockets.
+ * the receiver knows how the request is cut before it reads the data sockets. Small requests
+ * (1..inline_max bytes, the sender's limit, adopted by the receiver at connect) follow their
+ * size on the control socket instead, moved by the caller's thread: no helper thread has to wake
+ * up for them.
  */
 #ifndef NSK_H
 #define NSK_H
@@ -38,11 +41,15 @@ extern ncclDebugLogger_t nsk_logger;
 /* ---- Limits and defaults -------------------------------------------------------------------- */
 
 #define NSK_MAX_DEVS 64
-#define NSK_MAX_SOCKS 64          /* data sockets per connection, nthreads * nsocks */
-#define NSK_MAX_THREADS 16        /* NCCL_SOCKET_NTHREADS upper bound (NCCL's) */
-#define NSK_DEFAULT_NTHREADS 2    /* measured over loopback, see README.md */
-#define NSK_DEFAULT_NSOCKS 2      /* sockets per helper thread */
-#define NSK_MIN_CHUNK (64 * 1024) /* smallest piece of a request given to one socket */
+#define NSK_MAX_SOCKS 64               /* data sockets per connection, nthreads * nsocks */
+#define NSK_MAX_THREADS 16             /* NCCL_SOCKET_NTHREADS upper bound (NCCL's) */
+#define NSK_DEFAULT_NTHREADS 2         /* measured over loopback, see README.md */
+#define NSK_DEFAULT_NSOCKS 2           /* sockets per helper thread */
+#define NSK_MIN_CHUNK (64 * 1024)      /* smallest piece of a request given to one socket */
+#define NSK_DEFAULT_SPIN_US 100        /* helper polling after its last move, see README.md */
+#define NSK_DEFAULT_INLINE (64 * 1024) /* requests this small travel on the control socket */
+#define NSK_MAX_INLINE (16 * 1024 * 1024)
+#define NSK_MAX_SPIN_US 1000000
 #define NSK_MAX_REQS NCCL_NET_MAX_REQUESTS
 /* Largest request: test() reports sizes as int. */
 #define NSK_MAX_BYTES ((size_t)0x7ffff000)
@@ -59,8 +66,10 @@ typedef struct {
 typedef struct {
   int ndev;
   nsk_dev_t dev[NSK_MAX_DEVS];
-  int nthreads; /* helper threads per connection (sender side; 0 = progress in test()) */
-  int nsocks;   /* data sockets per helper thread (total data sockets without helpers) */
+  int nthreads;   /* helper threads per connection (sender side; 0 = progress in test()) */
+  int nsocks;     /* data sockets per helper thread (total data sockets without helpers) */
+  int spin_us;    /* a helper polls this long after its last move before it sleeps */
+  int inline_max; /* sender side: requests of at most this many bytes go on the control socket */
 } nsk_global_t;
 
 extern nsk_global_t nsk_g;
@@ -88,6 +97,8 @@ typedef struct {
   uint32_t index;    /* 0: control socket; 1..n: data socket index + 1 */
   uint16_t nthreads; /* the sender's counts, which the receiver adopts */
   uint16_t nsocks;
+  uint32_t inline_max; /* the sender's control-socket limit, which the receiver adopts */
+  uint32_t reserved;
 } nsk_hello_t;
 
 struct nsk_comm;
@@ -147,6 +158,9 @@ typedef struct nsk_comm {
   unsigned hdr_next;            /* next request whose header is due on the control socket */
   uint64_t hdr_buf;             /* header being moved */
   size_t hdr_done;              /* bytes of hdr_buf moved */
+  size_t inline_max;            /* requests of 1..inline_max bytes follow their header on the
+                                   control socket, moved by the caller (no helper handoff) */
+  size_t inline_done;           /* payload bytes of request hdr_next moved so far */
   int error;                    /* ncclResult_t, atomic; sticky once set */
   bool error_logged;
   char peer[64]; /* "address" of the peer, for messages */
@@ -154,7 +168,7 @@ typedef struct nsk_comm {
 
 /* Creates a comm from connected sockets (ctrl + data), starting its helper threads. */
 ncclResult_t nsk_comm_create(bool is_send, int ctrl_fd, const int* data_fds, int nthreads,
-                             int nsocks, const char* peer, nsk_comm_t** comm_p);
+                             int nsocks, size_t inline_max, const char* peer, nsk_comm_t** comm_p);
 void nsk_comm_destroy(nsk_comm_t* comm);
 
 ncclResult_t nsk_listen(int dev, void* handle, void** listen_comm);

@@ -192,7 +192,8 @@ static ncclResult_t nsk_connecting_start(const nsk_handle_wire_t* w, nsk_connect
                                 .conn_id = conn_id,
                                 .index = (uint32_t)i,
                                 .nthreads = (uint16_t)c->nthreads,
-                                .nsocks = (uint16_t)c->nsocks};
+                                .nsocks = (uint16_t)c->nsocks,
+                                .inline_max = (uint32_t)nsk_g.inline_max};
     int fd = socket(w->h.addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       NSK_WARN("net-socket: connect to %s: socket failed: %s", c->peer, strerror(errno));
@@ -268,7 +269,8 @@ ncclResult_t nsk_connect(int dev, void* handle, void** send_comm) {
   if (res != ncclSuccess) goto err_free;
   if (!ready) return ncclSuccess;
   nsk_comm_t* comm = NULL;
-  res = nsk_comm_create(true, c->fd[0], &c->fd[1], c->nthreads, c->nsocks, c->peer, &comm);
+  res = nsk_comm_create(true, c->fd[0], &c->fd[1], c->nthreads, c->nsocks, c->hello[0].inline_max,
+                        c->peer, &comm);
   if (res != ncclSuccess) goto err_free;
   c->nfds = 0; /* the comm owns the sockets now */
   nsk_connecting_free(c);
@@ -316,7 +318,8 @@ static ncclResult_t nsk_listen_poll(nsk_listen_t* l) {
         const nsk_hello_t* h = &p->hello;
         int ndata = h->nthreads > 0 ? h->nthreads * h->nsocks : h->nsocks;
         if (h->magic != NSK_MAGIC || h->listen_id != l->listen_id || h->nsocks < 1 ||
-            h->nthreads > NSK_MAX_THREADS || ndata > NSK_MAX_SOCKS || (int)h->index > ndata) {
+            h->nthreads > NSK_MAX_THREADS || ndata > NSK_MAX_SOCKS || (int)h->index > ndata ||
+            h->inline_max > NSK_MAX_INLINE) {
           NSK_WARN(
               "net-socket: accept: dropping a connection that is not a net-socket peer of "
               "this listener");
@@ -360,7 +363,7 @@ ncclResult_t nsk_accept(void* listen_comm, void** recv_comm) {
     else
       snprintf(peer, sizeof(peer), "peer");
     nsk_comm_t* comm = NULL;
-    res = nsk_comm_create(false, fds[0], &fds[1], h.nthreads, h.nsocks, peer, &comm);
+    res = nsk_comm_create(false, fds[0], &fds[1], h.nthreads, h.nsocks, h.inline_max, peer, &comm);
     /* Either way, these sockets leave the pending list: the comm owns them, or they are closed. */
     for (int j = 0; j < l->npend;) {
       if (l->pend[j].got == sizeof(nsk_hello_t) && l->pend[j].hello.conn_id == h.conn_id)

@@ -90,6 +90,8 @@ static ncclResult_t nsk_init_once(void) {
 
   nsk_g.nthreads = nsk_env_int("NCCL_SOCKET_NTHREADS", NSK_DEFAULT_NTHREADS, 0, NSK_MAX_THREADS);
   nsk_g.nsocks = nsk_env_int("NCCL_NSOCKS_PERTHREAD", NSK_DEFAULT_NSOCKS, 1, NSK_MAX_SOCKS);
+  nsk_g.spin_us = nsk_env_int("CHOIR_SOCKET_SPIN_US", NSK_DEFAULT_SPIN_US, 0, NSK_MAX_SPIN_US);
+  nsk_g.inline_max = nsk_env_int("CHOIR_SOCKET_INLINE", NSK_DEFAULT_INLINE, 0, NSK_MAX_INLINE);
   if (nsk_g.nthreads > 0 && nsk_g.nthreads * nsk_g.nsocks > NSK_MAX_SOCKS) {
     int cut = NSK_MAX_SOCKS / nsk_g.nthreads;
     NSK_INFO(NCCL_INIT | NCCL_NET,
@@ -106,8 +108,9 @@ static ncclResult_t nsk_init_once(void) {
     off +=
         (size_t)snprintf(list + off, sizeof(list) - off, "%s[%d]%s", i ? " " : "", i, ifs[i].name);
   NSK_INFO(NCCL_INIT | NCCL_NET,
-           "net-socket: %d device(s): %s; %d helper thread(s) x %d socket(s) per connection", n,
-           list, nsk_g.nthreads, nsk_g.nsocks);
+           "net-socket: %d device(s): %s; %d helper thread(s) x %d socket(s) per connection, "
+           "helpers poll %d us before sleeping, requests up to %d bytes on the control socket",
+           n, list, nsk_g.nthreads, nsk_g.nsocks, nsk_g.spin_us, nsk_g.inline_max);
   return ncclSuccess;
 }
 

@@ -6,15 +6,18 @@
  * the helper's lock (the caller appends, the helper retires), a request's `pending` count (the
  * helper decrements it with release order once the piece's bytes are in or out, test() reads it
  * with acquire order), and the comm's sticky `error`.
- * A helper with nothing to move sleeps in poll() on its sockets and an eventfd; the caller writes
- * the eventfd when it hands work to a sleeping helper, and at close.
+ * A helper with nothing to move polls for CHOIR_SOCKET_SPIN_US after its last move, then sleeps in
+ * poll() on its sockets and an eventfd; the caller writes the eventfd when it hands work to a
+ * sleeping helper, and at close.
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nsk.h"
@@ -82,6 +85,12 @@ static bool nsk_worker_move(nsk_worker_t* w, nsk_task_t** tasks, const int* sock
   return progressed;
 }
 
+static uint64_t nsk_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static void* nsk_worker_main(void* arg) {
   nsk_worker_t* w = arg;
   nsk_comm_t* c = w->comm;
@@ -89,14 +98,23 @@ static void* nsk_worker_main(void* arg) {
   int socks[NSK_MAX_SOCKS];
   struct pollfd pfd[NSK_MAX_SOCKS + 1];
   bool progressed = true;
+  /* A helper that moved data recently polls instead of sleeping: the next piece of a collective
+   * usually follows within tens of microseconds, and waking a sleeping thread costs about as
+   * much (far more on virtual machines). */
+  const uint64_t spin_ns = (uint64_t)nsk_g.spin_us * 1000u;
+  uint64_t last_move = 0;
   pthread_mutex_lock(&w->lock);
   while (!w->stop) {
     bool failed = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != 0;
     int n = failed ? 0 : nsk_worker_snapshot(w, tasks, socks);
     bool idle = !progressed || n == 0;
-    w->sleeping = idle;
+    bool spin = false;
+    if (idle && !failed && spin_ns > 0) spin = nsk_now_ns() - last_move < spin_ns;
+    w->sleeping = idle && !spin;
     pthread_mutex_unlock(&w->lock);
-    if (idle) {
+    if (spin) {
+      sched_yield();
+    } else if (idle) {
       pfd[0] = (struct pollfd){.fd = w->wake_fd, .events = POLLIN};
       for (int i = 0; i < n; i++)
         pfd[i + 1] = (struct pollfd){.fd = c->socks[socks[i]].fd,
@@ -108,6 +126,7 @@ static void* nsk_worker_main(void* arg) {
       }
     }
     progressed = n > 0 && nsk_worker_move(w, tasks, socks, n);
+    if (progressed && spin_ns > 0) last_move = nsk_now_ns();
     pthread_mutex_lock(&w->lock);
   }
   pthread_mutex_unlock(&w->lock);
@@ -123,7 +142,7 @@ static void nsk_worker_wake(nsk_worker_t* w) {
 /* ---- Comms ---------------------------------------------------------------------------------- */
 
 ncclResult_t nsk_comm_create(bool is_send, int ctrl_fd, const int* data_fds, int nthreads,
-                             int nsocks, const char* peer, nsk_comm_t** comm_p) {
+                             int nsocks, size_t inline_max, const char* peer, nsk_comm_t** comm_p) {
   nsk_comm_t* c = calloc(1, sizeof(*c));
   if (c == NULL) {
     NSK_WARN("net-socket: out of memory creating a comm");
@@ -132,6 +151,7 @@ ncclResult_t nsk_comm_create(bool is_send, int ctrl_fd, const int* data_fds, int
   c->is_send = is_send;
   c->ctrl_fd = ctrl_fd;
   c->nthreads = nthreads;
+  c->inline_max = inline_max;
   c->nsocks_total = nthreads > 0 ? nthreads * nsocks : nsocks;
   snprintf(c->peer, sizeof(c->peer), "%s", peer);
   for (int s = 0; s < c->nsocks_total; s++) c->socks[s].fd = data_fds[s];
@@ -161,8 +181,10 @@ ncclResult_t nsk_comm_create(bool is_send, int ctrl_fd, const int* data_fds, int
     }
     w->started = true;
   }
-  NSK_INFO(NCCL_NET, "net-socket: %s comm with %s: %d data socket(s), %d helper thread(s)",
-           is_send ? "send" : "receive", c->peer, c->nsocks_total, nthreads);
+  NSK_INFO(NCCL_NET,
+           "net-socket: %s comm with %s: %d data socket(s), %d helper thread(s), requests up to "
+           "%zu bytes on the control socket",
+           is_send ? "send" : "receive", c->peer, c->nsocks_total, nthreads, inline_max);
   *comm_p = c;
   return ncclSuccess;
 err_destroy:
@@ -228,39 +250,57 @@ static void nsk_req_dispatch(nsk_comm_t* c, nsk_req_t* r) {
   }
 }
 
-/* Moves headers on the control socket in posting order; without helpers, moves data too. */
+/* Whether a request of nbytes travels on the control socket, after its header. */
+static bool nsk_inline(const nsk_comm_t* c, size_t nbytes) {
+  return nbytes > 0 && nbytes <= c->inline_max;
+}
+
+/* Moves headers (and small requests' data) on the control socket in posting order; without
+ * helpers, moves the data sockets' pieces too. */
 static ncclResult_t nsk_comm_progress(nsk_comm_t* c) {
   ncclResult_t res = nsk_comm_error(c);
   if (res != ncclSuccess) return res;
   while (c->hdr_next != c->rq_tail) {
     nsk_req_t* r = &c->reqs[c->hdr_next % NSK_MAX_REQS];
     size_t n = 0;
-    if (c->is_send) {
-      if (c->hdr_done == 0) c->hdr_buf = r->nbytes;
-      res = nsk_try_send(c->ctrl_fd, (char*)&c->hdr_buf + c->hdr_done,
-                         sizeof(c->hdr_buf) - c->hdr_done, &n, "send header", c->peer);
-    } else {
-      res = nsk_try_recv(c->ctrl_fd, (char*)&c->hdr_buf + c->hdr_done,
-                         sizeof(c->hdr_buf) - c->hdr_done, &n, "receive header", c->peer);
+    if (c->hdr_done < sizeof(c->hdr_buf)) {
+      if (c->is_send) {
+        if (c->hdr_done == 0) c->hdr_buf = r->nbytes;
+        res = nsk_try_send(c->ctrl_fd, (char*)&c->hdr_buf + c->hdr_done,
+                           sizeof(c->hdr_buf) - c->hdr_done, &n, "send header", c->peer);
+      } else {
+        res = nsk_try_recv(c->ctrl_fd, (char*)&c->hdr_buf + c->hdr_done,
+                           sizeof(c->hdr_buf) - c->hdr_done, &n, "receive header", c->peer);
+      }
+      if (res != ncclSuccess) goto err_fail;
+      c->hdr_done += n;
+      if (c->hdr_done < sizeof(c->hdr_buf)) break;
+      c->inline_done = 0;
+      if (!c->is_send) {
+        if (c->hdr_buf > r->size) {
+          NSK_WARN(
+              "net-socket: message truncated: %s sent %llu bytes but the matching receive "
+              "posted only %zu (ncclInvalidUsage)",
+              c->peer, (unsigned long long)c->hdr_buf, r->size);
+          res = ncclInvalidUsage;
+          goto err_fail;
+        }
+        r->nbytes = (size_t)c->hdr_buf;
+        if (!nsk_inline(c, r->nbytes)) nsk_req_dispatch(c, r);
+      }
     }
-    if (res != ncclSuccess) goto err_fail;
-    c->hdr_done += n;
-    if (c->hdr_done < sizeof(c->hdr_buf)) break;
+    if (nsk_inline(c, r->nbytes)) {
+      char* p = r->data + c->inline_done;
+      const size_t left = r->nbytes - c->inline_done;
+      res = c->is_send ? nsk_try_send(c->ctrl_fd, p, left, &n, "send", c->peer)
+                       : nsk_try_recv(c->ctrl_fd, p, left, &n, "receive", c->peer);
+      if (res != ncclSuccess) goto err_fail;
+      c->inline_done += n;
+      if (c->inline_done < r->nbytes) break;
+    }
     c->hdr_done = 0;
     c->hdr_next++;
     r->header_done = true;
-    if (!c->is_send) {
-      if (c->hdr_buf > r->size) {
-        NSK_WARN(
-            "net-socket: message truncated: %s sent %llu bytes but the matching receive "
-            "posted only %zu (ncclInvalidUsage)",
-            c->peer, (unsigned long long)c->hdr_buf, r->size);
-        res = ncclInvalidUsage;
-        goto err_fail;
-      }
-      r->nbytes = (size_t)c->hdr_buf;
-      nsk_req_dispatch(c, r);
-    }
   }
   if (c->nthreads == 0) {
     nsk_worker_t* w = &c->workers[0];
@@ -302,7 +342,7 @@ ncclResult_t nsk_isend(void* send_comm, void* data, size_t size, void** request)
   r->data = data;
   r->size = size;
   r->nbytes = size;
-  nsk_req_dispatch(c, r);
+  if (!nsk_inline(c, size)) nsk_req_dispatch(c, r);
   *request = r;
   return nsk_comm_progress(c);
 }
