@@ -22,7 +22,6 @@
 
 _Static_assert(KERN_NSLOTS <= NCCL_NET_MAX_REQUESTS, "a connection end's requests fit the ABI");
 
-
 /* Sweeps without progress before the thread yields the CPU between sweeps. */
 #define PROXY_SPINS_BEFORE_YIELD 64
 
@@ -31,8 +30,8 @@ typedef struct proxy_end {
   uint64_t posted;
   uint64_t done;
   void* reqs[KERN_NSLOTS];
-  void* flush_req;   /* receive end: the flush of slot `done`, in flight */
-  int flushing;      /* receive end: slot `done` completed, its flush not yet */
+  void* flush_req; /* receive end: the flush of slot `done`, in flight */
+  int flushing;    /* receive end: slot `done` completed, its flush not yet */
 } proxy_end_t;
 
 /* CHOIR_PROXY_TRACE: one record per slot event, kept in memory and written at destruction. */
@@ -65,26 +64,18 @@ struct proxy {
    * the lock taken again, and a wake-up costs up to hundreds of microseconds on VMs). */
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  int stop;          /* atomic; set under lock */
-  int sleeping;      /* atomic: the thread is (about to be) in cond_wait; set under lock */
-  int active;        /* atomic: launches begun and not ended */
-  int error;         /* atomic: ncclResult_t of the first failure */
-  uint64_t sweeps;   /* atomic */
-  proxy_end_t** ends;/* the thread's own */
+  int stop;           /* atomic; set under lock */
+  int sleeping;       /* atomic: the thread is (about to be) in cond_wait; set under lock */
+  int active;         /* atomic: launches begun and not ended */
+  int error;          /* atomic: ncclResult_t of the first failure */
+  uint64_t sweeps;    /* atomic */
+  proxy_end_t** ends; /* the thread's own */
   int nends;
   int cap;
   proxy_end_t** incoming; /* under lock: ends added, not yet taken by the thread */
   int nincoming;
   int incap;
-  int has_incoming; /* atomic */
-  /* Polled launch ends: a single-producer (the launching thread) single-consumer (the proxy
-   * thread) ring, [polled_head, polled_tail), both atomic. */
-  struct {
-    const uint64_t* flag;
-    uint64_t seq;
-  } polled[PROXY_MAX_POLLED];
-  uint64_t polled_head; /* atomic: retired */
-  uint64_t polled_tail;
+  int has_incoming;        /* atomic */
   proxy_trace_ev_t* trace; /* NULL unless CHOIR_PROXY_TRACE */
   uint32_t ntrace;
 };
@@ -103,11 +94,8 @@ static void proxy_trace(proxy_t* p, const proxy_end_t* e, int ev, uint64_t slot,
   int16_t end = -1;
   for (int i = 0; i < p->nends && e != NULL; i++)
     if (p->ends[i] == e) end = (int16_t)i;
-  p->trace[at] = (proxy_trace_ev_t){.ns = ns,
-                                             .slot = slot,
-                                             .bytes = bytes,
-                                             .end = end,
-                                             .ev = (uint8_t)ev};
+  p->trace[at] =
+      (proxy_trace_ev_t){.ns = ns, .slot = slot, .bytes = bytes, .end = end, .ev = (uint8_t)ev};
 }
 
 /* Lines "ns event rank peer id slot bytes", event one of SP SD RP RD. */
@@ -138,8 +126,8 @@ static uint64_t load_acq(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC
 static void store_rel(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
 static int proxy_aborted(const proxy_t* p) {
-  return (p->comm_abort != NULL && *p->comm_abort != 0) || __atomic_load_n(&p->error,
-                                                                           __ATOMIC_ACQUIRE);
+  return (p->comm_abort != NULL && *p->comm_abort != 0) ||
+         __atomic_load_n(&p->error, __ATOMIC_ACQUIRE);
 }
 
 /* The first failure stops the proxy and releases the kernels. */
@@ -147,10 +135,10 @@ static void proxy_fail(proxy_t* p, const proxy_end_t* e, const char* what, ncclR
   int expected = ncclSuccess;
   if (__atomic_compare_exchange_n(&p->error, &expected, (int)res, false, __ATOMIC_ACQ_REL,
                                   __ATOMIC_ACQUIRE))
-    WARN("proxy: rank %d, %s connection %d with rank %d: %s failed (%s); the communicator's "
-         "kernels are stopped, ncclCommGetAsyncError reports it",
-         p->rank, e->c.is_send ? "send" : "receive", e->c.id, e->c.peer, what,
-         err_string(res));
+    WARN(
+        "proxy: rank %d, %s connection %d with rank %d: %s failed (%s); the communicator's "
+        "kernels are stopped, ncclCommGetAsyncError reports it",
+        p->rank, e->c.is_send ? "send" : "receive", e->c.id, e->c.peer, what, err_string(res));
   if (p->kernel_abort != NULL) __atomic_store_n(p->kernel_abort, 1u, __ATOMIC_SEQ_CST);
 }
 
@@ -162,15 +150,16 @@ static int proxy_send(proxy_t* p, proxy_end_t* e, int* pending_p) {
     const uint64_t slot = e->posted % KERN_NSLOTS;
     const uint32_t bytes = __atomic_load_n(&e->c.sizes[slot], __ATOMIC_ACQUIRE);
     if (bytes > e->c.slot_bytes) {
-      WARN("proxy: rank %d, send connection %d with rank %d: the kernel published %u bytes in "
-           "a slot of %u",
-           p->rank, e->c.id, e->c.peer, bytes, e->c.slot_bytes);
+      WARN(
+          "proxy: rank %d, send connection %d with rank %d: the kernel published %u bytes in "
+          "a slot of %u",
+          p->rank, e->c.id, e->c.peer, bytes, e->c.slot_bytes);
       proxy_fail(p, e, "a slot size check", ncclInternalError);
       return progress;
     }
     void* req = NULL;
-    ncclResult_t res = net_isend(p->net, e->c.comm, e->c.buff + slot * e->c.slot_bytes, bytes,
-                                 0, e->c.mhandle, &req);
+    ncclResult_t res = net_isend(p->net, e->c.comm, e->c.buff + slot * e->c.slot_bytes, bytes, 0,
+                                 e->c.mhandle, &req);
     if (res != ncclSuccess) {
       proxy_fail(p, e, "isend", res);
       return progress;
@@ -264,17 +253,6 @@ static int proxy_recv(proxy_t* p, proxy_end_t* e) {
   return progress;
 }
 
-/* Retires the polled launch ends that are over (proxy thread). */
-static void proxy_poll_ends(proxy_t* p) {
-  while (p->polled_head != __atomic_load_n(&p->polled_tail, __ATOMIC_ACQUIRE)) {
-    const uint64_t i = p->polled_head % PROXY_MAX_POLLED;
-    if (__atomic_load_n(p->polled[i].flag, __ATOMIC_ACQUIRE) < p->polled[i].seq) break;
-    proxy_trace(p, NULL, TRACE_LAUNCH_END, p->polled_head, 0);
-    __atomic_store_n(&p->polled_head, p->polled_head + 1, __ATOMIC_RELEASE);
-    __atomic_sub_fetch(&p->active, 1, __ATOMIC_ACQ_REL);
-  }
-}
-
 /* Takes the ends proxy_add handed over (proxy thread). */
 static void proxy_take_incoming(proxy_t* p) {
   pthread_mutex_lock(&p->lock);
@@ -297,21 +275,34 @@ static void proxy_take_incoming(proxy_t* p) {
   pthread_mutex_unlock(&p->lock);
 }
 
-/* A launch that has made no progress for this long gets its connection state logged (once per
- * stall): the counters tell whether the kernel, this thread or the network is waiting. */
-#define PROXY_STALL_REPORT_NS 5000000000ull
+/* A launch without network progress for this long gets its connection state logged: the
+ * counters tell whether the kernel, this thread or the network is waiting. First as INFO (a
+ * peer may just be late to launch), then once more as WARN. */
+#define PROXY_STALL_INFO_NS 5000000000ull
+#define PROXY_STALL_WARN_NS 60000000000ull
 
-static void proxy_report_stall(const proxy_t* p, uint64_t ns) {
-  WARN("proxy: rank %d: no network progress for %.1f s with %d launch(es) active; connection "
-       "ends follow (posted/done by the proxy, tail/head by the kernel)",
-       p->rank, (double)ns * 1e-9, __atomic_load_n(&p->active, __ATOMIC_ACQUIRE));
+static void proxy_report_stall(const proxy_t* p, uint64_t ns, int warn) {
+  char line[256];
+  snprintf(line, sizeof(line),
+           "proxy: rank %d: no network progress for %.1f s with %d launch(es) active; "
+           "connection ends follow (posted/done by the proxy, tail/head by the kernel)",
+           p->rank, (double)ns * 1e-9, __atomic_load_n(&p->active, __ATOMIC_ACQUIRE));
+  if (warn)
+    WARN("%s", line);
+  else
+    INFO(NCCL_NET, "%s", line);
   for (int i = 0; i < p->nends; i++) {
     const proxy_end_t* e = p->ends[i];
-    WARN("proxy: rank %d %s end %d peer %d id %d: posted %llu done %llu tail %llu head %llu%s",
-         p->rank, e->c.is_send ? "send" : "recv", i, e->c.peer, e->c.id,
-         (unsigned long long)e->posted, (unsigned long long)e->done,
-         (unsigned long long)load_acq(e->c.tail), (unsigned long long)load_acq(e->c.head),
-         e->flushing ? " (flushing)" : "");
+    snprintf(line, sizeof(line),
+             "proxy: rank %d %s end %d peer %d id %d: posted %llu done %llu tail %llu head %llu%s",
+             p->rank, e->c.is_send ? "send" : "recv", i, e->c.peer, e->c.id,
+             (unsigned long long)e->posted, (unsigned long long)e->done,
+             (unsigned long long)load_acq(e->c.tail), (unsigned long long)load_acq(e->c.head),
+             e->flushing ? " (flushing)" : "");
+    if (warn)
+      WARN("%s", line);
+    else
+      INFO(NCCL_NET, "%s", line);
   }
 }
 
@@ -329,7 +320,6 @@ static void* proxy_main(void* arg) {
         progress |= e->c.is_send ? proxy_send(p, e, &pending) : proxy_recv(p, e);
       }
       __atomic_add_fetch(&p->sweeps, 1, __ATOMIC_RELAXED);
-      if (!progress) proxy_poll_ends(p);
     }
     if (proxy_aborted(p) || (!pending && __atomic_load_n(&p->active, __ATOMIC_SEQ_CST) == 0)) {
       /* Nothing can move until the next launch (or ever, after a failure): sleep. `sleeping` is
@@ -354,9 +344,13 @@ static void* proxy_main(void* arg) {
       if (idle % PROXY_SPINS_BEFORE_YIELD == 0) {
         const uint64_t now = proxy_now_ns();
         if (last_progress == 0) last_progress = now;
-        if (!stall_reported && now - last_progress >= PROXY_STALL_REPORT_NS) {
-          proxy_report_stall(p, now - last_progress);
+        const uint64_t stalled = now - last_progress;
+        if (stall_reported < 1 && stalled >= PROXY_STALL_INFO_NS) {
+          proxy_report_stall(p, stalled, 0);
           stall_reported = 1;
+        } else if (stall_reported < 2 && stalled >= PROXY_STALL_WARN_NS) {
+          proxy_report_stall(p, stalled, 1);
+          stall_reported = 2;
         }
       }
       sched_yield();
@@ -464,27 +458,8 @@ void proxy_launch_begin(proxy_t* p) {
 
 void proxy_launch_end(proxy_t* p) {
   /* No signal needed: the thread notices at its next sweep and goes to sleep by itself. */
+  proxy_trace(p, NULL, TRACE_LAUNCH_END, 0, 0);
   __atomic_sub_fetch(&p->active, 1, __ATOMIC_ACQ_REL);
-}
-
-void proxy_launch_end_polled(proxy_t* p, const uint64_t* flag, uint64_t seq) {
-  const uint64_t tail = __atomic_load_n(&p->polled_tail, __ATOMIC_RELAXED); /* this side writes it */
-  if (tail - __atomic_load_n(&p->polled_head, __ATOMIC_ACQUIRE) >= PROXY_MAX_POLLED) {
-    /* The caller's count said there was room: a bug, but never lose a launch's end. */
-    WARN("proxy: rank %d: more than %d polled launch ends outstanding", p->rank,
-         PROXY_MAX_POLLED);
-    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < seq) sched_yield();
-    proxy_launch_end(p);
-    return;
-  }
-  const uint64_t i = tail % PROXY_MAX_POLLED;
-  p->polled[i].flag = flag;
-  p->polled[i].seq = seq;
-  __atomic_store_n(&p->polled_tail, tail + 1, __ATOMIC_RELEASE);
-}
-
-uint64_t proxy_polled_retired(const proxy_t* p) {
-  return __atomic_load_n(&p->polled_head, __ATOMIC_ACQUIRE);
 }
 
 ncclResult_t proxy_error(const proxy_t* p) {

@@ -60,7 +60,7 @@ void proxy_destroy(proxy_t* proxy);
 ncclResult_t proxy_add(proxy_t* proxy, const proxy_conn_t* conns, int n);
 
 /* A kernel that may use the connections is about to run / has finished. Safe to call from a
- * CUDA host callback (no CUDA calls, no blocking beyond a short lock). */
+ * CUDA host callback: no CUDA calls; begin takes a lock only to wake a sleeping thread. */
 void proxy_launch_begin(proxy_t* proxy);
 void proxy_launch_end(proxy_t* proxy);
 
