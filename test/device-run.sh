@@ -20,6 +20,9 @@
 #              LIB=choir (default: BUILD) or LIB=nvidia picks the library; a table goes into the
 #              summary. CHECK_CONFIGS narrows the configs (e.g. "2:threads:p2p 4:procs:shm").
 #   sanitize-check  compute-sanitizer memcheck and racecheck on a 2-GPU quick subset of coll_check
+#   net-repeat[:N]  coll_check --quick over the network (p2p and shm off) N times (default 20),
+#              procs and threads in turn, on 2 GPUs, 20 s each: catches intermittent stalls; on a
+#              stall it prints every thread's kernel wait channel and the proxies' stall reports
 # Environment: NGPUS (default: all), BUILD (default build-dev), PERF_ARGS (perf options),
 # REF_TOPO (ranks of ref runs, default "-g NGPUS"; e.g. "-p 4"), REF_TAG (log name suffix),
 # LIB (check steps: choir or nvidia), CHECK_CONFIGS, CHECK_TIMEOUT (seconds per run, default 900),
@@ -138,6 +141,36 @@ for step in "$@"; do
 ev=[e for f in glob.glob(sys.argv[1]) for e in json.load(open(f))["traceEvents"]]
 c=collections.Counter(e["name"] for e in ev if e.get("ph") in ("X","i"))
 print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))' "$out/choir-trace-*.json" 2>&1 | tail -1)"
+      ;;
+    net-repeat | net-repeat:*)
+      reps=20
+      [ "$step" != net-repeat ] && reps=${step#net-repeat:}
+      exe="$build/test/multigpu/coll_check"
+      log="$out/net-repeat.log"
+      stalled=0 failed=0 i=0
+      for i in $(seq 1 "$reps"); do
+        mode=procs
+        [ $((i % 3)) = 0 ] && mode=threads
+        NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} \
+          NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET LD_LIBRARY_PATH="$PWD/$build" \
+          CHOIR_TEST_NDEV=2 "$exe" --mode "$mode" --quick >"$log" 2>&1 &
+        pid=$!
+        for _ in $(seq 1 80); do sleep 0.25; kill -0 "$pid" 2>/dev/null || break; done
+        if kill -0 "$pid" 2>/dev/null; then
+          stalled=1
+          note "net-repeat: run $i ($mode) still running after 20 s; threads by wait channel:"
+          for p in $(pgrep -f "$exe --mode"); do
+            for t in /proc/"$p"/task/*; do echo "$p $(cat "$t"/comm) $(cat "$t"/wchan)"; done
+          done | sort | uniq -c | sed 's/^/    /' | tee -a "$summary"
+          grep -E "no network progress|proxy: rank .* end " "$log" | head -40 | cut -c1-200 |
+            sed 's/^/    /' | tee -a "$summary"
+          pkill -9 -f "$exe --mode"
+          wait "$pid" 2>/dev/null
+          break
+        fi
+        wait "$pid" || { failed=1; note "net-repeat: run $i ($mode) failed:"; tail -5 "$log" | sed 's/^/    /' | tee -a "$summary"; break; }
+      done
+      note "net-repeat: $i run(s), stalled=$stalled failed=$failed"
       ;;
     sanitize)
       for tool in memcheck racecheck; do
