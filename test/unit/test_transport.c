@@ -1041,10 +1041,45 @@ static uint32_t net_step_bytes(int c, uint64_t s, uint32_t slot) {
 #define NET_STEPS (3 * KERN_NSLOTS + 5)
 #define NET_CHANNELS 2
 #define NET_SLOT 4096u
+#define NET_LAUNCHES 64
 
-/* One rank: ring connections to next and prev, then the kernels' part played by this thread:
- * fill send slots (data, size, tail) as head allows, drain receive slots as tail says, check
- * every byte; the proxy thread moves the slots through the plugin in between. */
+/* The kernels' part, played by this thread, until every channel has sent and received `upto`
+ * steps: fill send slots (data, size, tail) as head allows, drain receive slots as tail says,
+ * count wrong bytes. False at the deadline. */
+static int net_move(kern_conn_t* out, int rank, uint64_t* sent, uint64_t* got, uint64_t upto,
+                    double deadline, size_t* wrong) {
+  for (;;) {
+    int done = 1;
+    for (int c = 0; c < NET_CHANNELS; c++) {
+      kern_conn_t* sc = &out[2 * c];
+      kern_conn_t* rc = &out[2 * c + 1];
+      uint64_t s = sent[c];
+      if (s < upto && __atomic_load_n(sc->head, __ATOMIC_ACQUIRE) + KERN_NSLOTS >= s + 1) {
+        char* slot = sc->buff + (s % KERN_NSLOTS) * NET_SLOT;
+        uint32_t bytes = net_step_bytes(c, s, NET_SLOT);
+        for (uint32_t k = 0; k < bytes; k++) slot[k] = (char)pattern(rank, 1 - rank, (int)s, c, k);
+        __atomic_store_n(&sc->sizes[s % KERN_NSLOTS], bytes, __ATOMIC_RELAXED);
+        __atomic_store_n(sc->tail, s + 1, __ATOMIC_RELEASE);
+        sent[c]++;
+      }
+      uint64_t r = got[c];
+      if (r < upto && __atomic_load_n(rc->tail, __ATOMIC_ACQUIRE) >= r + 1) {
+        const char* slot = rc->buff + (r % KERN_NSLOTS) * NET_SLOT;
+        uint32_t bytes = net_step_bytes(c, r, NET_SLOT);
+        for (uint32_t k = 0; k < bytes; k++)
+          *wrong += (unsigned char)slot[k] != pattern(1 - rank, rank, (int)r, c, k);
+        __atomic_store_n(rc->head, r + 1, __ATOMIC_RELEASE);
+        got[c]++;
+      }
+      done &= sent[c] == upto && got[c] == upto;
+    }
+    if (done) return 1;
+    if (now_s() > deadline) return 0;
+  }
+}
+
+/* One rank: connections to the other rank, then net_move in one launch, the proxy idle after it,
+ * and many short launches; the proxy thread moves the slots through the plugin in between. */
 static int net_rank(int rank, const job_t* j) {
   int bad = 0;
   t_rank = rank;
@@ -1078,33 +1113,7 @@ static int net_rank(int rank, const job_t* j) {
   proxy_launch_begin(t->proxy);
   uint64_t sent[NET_CHANNELS] = {0}, got[NET_CHANNELS] = {0};
   size_t wrong = 0;
-  double deadline = now_s() + 30;
-  for (int done = 0; !done && now_s() < deadline;) {
-    done = 1;
-    for (int c = 0; c < NET_CHANNELS; c++) {
-      kern_conn_t* sc = &out[2 * c];
-      kern_conn_t* rc = &out[2 * c + 1];
-      uint64_t s = sent[c];
-      if (s < NET_STEPS && __atomic_load_n(sc->head, __ATOMIC_ACQUIRE) + KERN_NSLOTS >= s + 1) {
-        char* slot = sc->buff + (s % KERN_NSLOTS) * NET_SLOT;
-        uint32_t bytes = net_step_bytes(c, s, NET_SLOT);
-        for (uint32_t k = 0; k < bytes; k++) slot[k] = (char)pattern(rank, 1 - rank, (int)s, c, k);
-        __atomic_store_n(&sc->sizes[s % KERN_NSLOTS], bytes, __ATOMIC_RELAXED);
-        __atomic_store_n(sc->tail, s + 1, __ATOMIC_RELEASE);
-        sent[c]++;
-      }
-      uint64_t r = got[c];
-      if (r < NET_STEPS && __atomic_load_n(rc->tail, __ATOMIC_ACQUIRE) >= r + 1) {
-        const char* slot = rc->buff + (r % KERN_NSLOTS) * NET_SLOT;
-        uint32_t bytes = net_step_bytes(c, r, NET_SLOT);
-        for (uint32_t k = 0; k < bytes; k++)
-          wrong += (unsigned char)slot[k] != pattern(1 - rank, rank, (int)r, c, k);
-        __atomic_store_n(rc->head, r + 1, __ATOMIC_RELEASE);
-        got[c]++;
-      }
-      done &= sent[c] == NET_STEPS && got[c] == NET_STEPS;
-    }
-  }
+  net_move(out, rank, sent, got, NET_STEPS, now_s() + 30, &wrong);
   proxy_launch_end(t->proxy);
   for (int c = 0; c < NET_CHANNELS; c++)
     EXPECT_MSG(sent[c] == NET_STEPS && got[c] == NET_STEPS,
@@ -1122,6 +1131,24 @@ static int net_rank(int rank, const job_t* j) {
     nanosleep(&ms, NULL);
     EXPECT_MSG(proxy_sweeps(t->proxy) - s1 <= 1, "proxy idle but sweeping: %llu then %llu sweeps",
                (unsigned long long)(s1 - s0), (unsigned long long)(proxy_sweeps(t->proxy) - s1));
+  }
+  /* Many short launches of one step each, some after a pause long enough for the proxy to fall
+   * asleep: a launch mark that failed to wake it would leave its step undelivered. */
+  {
+    int launches = 0;
+    for (; launches < NET_LAUNCHES; launches++) {
+      if (launches % 8 == 0) {
+        struct timespec pause = {0, 3 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+      }
+      proxy_launch_begin(t->proxy);
+      int ok = net_move(out, rank, sent, got, NET_STEPS + launches + 1, now_s() + 10, &wrong);
+      proxy_launch_end(t->proxy);
+      if (!ok) break;
+    }
+    EXPECT_MSG(launches == NET_LAUNCHES, "launch %d of %d: its step did not arrive in 10 s",
+               launches + 1, NET_LAUNCHES);
+    EXPECT(wrong == 0);
   }
   uint64_t dev = 1, host = 0;
   transport_mem_usage(t, &dev, &host);
