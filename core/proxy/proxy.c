@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kernels.h"
@@ -48,8 +47,8 @@ enum {
 typedef struct proxy_trace_ev {
   uint64_t ns;
   uint64_t slot;
+  const struct proxy_end* end; /* NULL for launch marks */
   uint32_t bytes;
-  int16_t end;
   uint8_t ev;
 } proxy_trace_ev_t;
 
@@ -80,25 +79,16 @@ struct proxy {
   uint32_t ntrace;
 };
 
-static uint64_t proxy_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void proxy_trace(proxy_t* p, const proxy_end_t* e, int ev, uint64_t slot, uint32_t bytes) {
   if (p->trace == NULL) return;
   const uint32_t at = __atomic_fetch_add(&p->ntrace, 1, __ATOMIC_RELAXED);
   if (at >= PROXY_TRACE_MAX) return;
-  const uint64_t ns = proxy_now_ns();
-  int16_t end = -1;
-  for (int i = 0; i < p->nends && e != NULL; i++)
-    if (p->ends[i] == e) end = (int16_t)i;
-  p->trace[at] =
-      (proxy_trace_ev_t){.ns = ns, .slot = slot, .bytes = bytes, .end = end, .ev = (uint8_t)ev};
+  p->trace[at] = (proxy_trace_ev_t){
+      .ns = sock_clock_ns(), .slot = slot, .end = e, .bytes = bytes, .ev = (uint8_t)ev};
 }
 
-/* Lines "ns event rank peer id slot bytes", event one of SP SD RP RD. */
+/* Lines "ns event rank peer id slot bytes", event one of SP SD RP RD LB LE (peer and id -1 for
+ * the launch marks LB/LE). */
 static void proxy_trace_write(const proxy_t* p) {
   const char* prefix = param_str(PARAM_PROXY_TRACE);
   if (p->trace == NULL || prefix == NULL) return;
@@ -113,7 +103,7 @@ static void proxy_trace_write(const proxy_t* p) {
   const uint32_t n = p->ntrace < PROXY_TRACE_MAX ? p->ntrace : PROXY_TRACE_MAX;
   for (uint32_t i = 0; i < n; i++) {
     const proxy_trace_ev_t* t = &p->trace[i];
-    const proxy_end_t* e = t->end >= 0 ? p->ends[t->end] : NULL;
+    const proxy_end_t* e = t->end;
     fprintf(f, "%llu %s %d %d %d %llu %u\n", (unsigned long long)t->ns, names[t->ev], p->rank,
             e != NULL ? e->c.peer : -1, e != NULL ? e->c.id : -1, (unsigned long long)t->slot,
             t->bytes);
@@ -253,25 +243,25 @@ static int proxy_recv(proxy_t* p, proxy_end_t* e) {
   return progress;
 }
 
-/* Takes the ends proxy_add handed over (proxy thread). */
+/* Takes the ends proxy_add handed over (proxy thread); without memory, again next sweep. */
 static void proxy_take_incoming(proxy_t* p) {
   pthread_mutex_lock(&p->lock);
-  int n = p->nincoming;
-  if (p->nends + n > p->cap) {
+  const int n = p->nincoming;
+  if (n > 0 && p->nends + n > p->cap) {
     int cap = p->cap ? p->cap : 16;
     while (cap < p->nends + n) cap *= 2;
     proxy_end_t** ends = realloc(p->ends, (size_t)cap * sizeof(*ends));
     if (ends == NULL) {
-      n = 0; /* try again next sweep */
-    } else {
-      p->ends = ends;
-      p->cap = cap;
+      pthread_mutex_unlock(&p->lock);
+      return;
     }
+    p->ends = ends;
+    p->cap = cap;
   }
-  for (int i = 0; i < n; i++) p->ends[p->nends++] = p->incoming[i];
-  p->nincoming -= n;
-  memmove(p->incoming, p->incoming + n, sizeof(*p->incoming) * (size_t)p->nincoming);
-  __atomic_store_n(&p->has_incoming, p->nincoming > 0, __ATOMIC_RELEASE);
+  if (n > 0) memcpy(p->ends + p->nends, p->incoming, sizeof(*p->incoming) * (size_t)n);
+  p->nends += n;
+  p->nincoming = 0;
+  __atomic_store_n(&p->has_incoming, 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&p->lock);
 }
 
@@ -282,27 +272,21 @@ static void proxy_take_incoming(proxy_t* p) {
 #define PROXY_STALL_WARN_NS 60000000000ull
 
 static void proxy_report_stall(const proxy_t* p, uint64_t ns, int warn) {
-  char line[256];
-  snprintf(line, sizeof(line),
-           "proxy: rank %d: no network progress for %.1f s with %d launch(es) active; "
-           "connection ends follow (posted/done by the proxy, tail/head by the kernel)",
-           p->rank, (double)ns * 1e-9, __atomic_load_n(&p->active, __ATOMIC_ACQUIRE));
-  if (warn)
-    WARN("%s", line);
-  else
-    INFO(NCCL_NET, "%s", line);
+  const ncclDebugLogLevel level = warn ? NCCL_LOG_WARN : NCCL_LOG_INFO;
+  const unsigned long flags = warn ? NCCL_ALL : NCCL_NET;
+  log_message(level, flags, __FILE__, __LINE__,
+              "proxy: rank %d: no network progress for %.1f s with %d launch(es) active; "
+              "connection ends follow (posted/done by the proxy, tail/head by the kernel)",
+              p->rank, (double)ns * 1e-9, __atomic_load_n(&p->active, __ATOMIC_ACQUIRE));
   for (int i = 0; i < p->nends; i++) {
     const proxy_end_t* e = p->ends[i];
-    snprintf(line, sizeof(line),
-             "proxy: rank %d %s end %d peer %d id %d: posted %llu done %llu tail %llu head %llu%s",
-             p->rank, e->c.is_send ? "send" : "recv", i, e->c.peer, e->c.id,
-             (unsigned long long)e->posted, (unsigned long long)e->done,
-             (unsigned long long)load_acq(e->c.tail), (unsigned long long)load_acq(e->c.head),
-             e->flushing ? " (flushing)" : "");
-    if (warn)
-      WARN("%s", line);
-    else
-      INFO(NCCL_NET, "%s", line);
+    log_message(level, flags, __FILE__, __LINE__,
+                "proxy: rank %d %s end %d peer %d id %d: posted %llu done %llu tail %llu head "
+                "%llu%s",
+                p->rank, e->c.is_send ? "send" : "recv", i, e->c.peer, e->c.id,
+                (unsigned long long)e->posted, (unsigned long long)e->done,
+                (unsigned long long)load_acq(e->c.tail), (unsigned long long)load_acq(e->c.head),
+                e->flushing ? " (flushing)" : "");
   }
 }
 
@@ -342,7 +326,7 @@ static void* proxy_main(void* arg) {
       stall_reported = 0;
     } else if (++idle >= PROXY_SPINS_BEFORE_YIELD) {
       if (idle % PROXY_SPINS_BEFORE_YIELD == 0) {
-        const uint64_t now = proxy_now_ns();
+        const uint64_t now = sock_clock_ns();
         if (last_progress == 0) last_progress = now;
         const uint64_t stalled = now - last_progress;
         if (stall_reported < 1 && stalled >= PROXY_STALL_INFO_NS) {

@@ -55,6 +55,13 @@ static int nsk_worker_snapshot(nsk_worker_t* w, nsk_task_t** tasks, int* socks) 
   return n;
 }
 
+/* Moves what socket fd takes now in the comm's direction (send or receive); *n: bytes moved. */
+static ncclResult_t nsk_move(const nsk_comm_t* c, int fd, char* buf, size_t len, size_t* n,
+                             const char* what_send, const char* what_recv) {
+  return c->is_send ? nsk_try_send(fd, buf, len, n, what_send, c->peer)
+                    : nsk_try_recv(fd, buf, len, n, what_recv, c->peer);
+}
+
 /* Moves what the sockets take now; retires finished pieces. Returns whether anything moved. */
 static bool nsk_worker_move(nsk_worker_t* w, nsk_task_t** tasks, const int* socks, int n) {
   nsk_comm_t* c = w->comm;
@@ -64,9 +71,7 @@ static bool nsk_worker_move(nsk_worker_t* w, nsk_task_t** tasks, const int* sock
     nsk_sock_t* so = &c->socks[socks[i]];
     size_t moved = 0;
     ncclResult_t res =
-        c->is_send
-            ? nsk_try_send(so->fd, t->buf + t->done, t->len - t->done, &moved, "send", c->peer)
-            : nsk_try_recv(so->fd, t->buf + t->done, t->len - t->done, &moved, "receive", c->peer);
+        nsk_move(c, so->fd, t->buf + t->done, t->len - t->done, &moved, "send", "receive");
     if (res != ncclSuccess) {
       nsk_comm_fail(c, res);
       return true;
@@ -264,14 +269,9 @@ static ncclResult_t nsk_comm_progress(nsk_comm_t* c) {
     nsk_req_t* r = &c->reqs[c->hdr_next % NSK_MAX_REQS];
     size_t n = 0;
     if (c->hdr_done < sizeof(c->hdr_buf)) {
-      if (c->is_send) {
-        if (c->hdr_done == 0) c->hdr_buf = r->nbytes;
-        res = nsk_try_send(c->ctrl_fd, (char*)&c->hdr_buf + c->hdr_done,
-                           sizeof(c->hdr_buf) - c->hdr_done, &n, "send header", c->peer);
-      } else {
-        res = nsk_try_recv(c->ctrl_fd, (char*)&c->hdr_buf + c->hdr_done,
-                           sizeof(c->hdr_buf) - c->hdr_done, &n, "receive header", c->peer);
-      }
+      if (c->is_send && c->hdr_done == 0) c->hdr_buf = r->nbytes;
+      res = nsk_move(c, c->ctrl_fd, (char*)&c->hdr_buf + c->hdr_done,
+                     sizeof(c->hdr_buf) - c->hdr_done, &n, "send header", "receive header");
       if (res != ncclSuccess) goto err_fail;
       c->hdr_done += n;
       if (c->hdr_done < sizeof(c->hdr_buf)) break;
@@ -290,10 +290,8 @@ static ncclResult_t nsk_comm_progress(nsk_comm_t* c) {
       }
     }
     if (nsk_inline(c, r->nbytes)) {
-      char* p = r->data + c->inline_done;
-      const size_t left = r->nbytes - c->inline_done;
-      res = c->is_send ? nsk_try_send(c->ctrl_fd, p, left, &n, "send", c->peer)
-                       : nsk_try_recv(c->ctrl_fd, p, left, &n, "receive", c->peer);
+      res = nsk_move(c, c->ctrl_fd, r->data + c->inline_done, r->nbytes - c->inline_done, &n,
+                     "send", "receive");
       if (res != ncclSuccess) goto err_fail;
       c->inline_done += n;
       if (c->inline_done < r->nbytes) break;
