@@ -145,7 +145,7 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
     net-repeat | net-repeat:*)
       reps=20
       [ "$step" != net-repeat ] && reps=${step#net-repeat:}
-      exe="$build/test/multigpu/coll_check"
+      exe="$PWD/$build/test/multigpu/coll_check" # absolute: pkill below spares other trees
       log="$out/net-repeat.log"
       stalled=0 failed=0 i=0
       for i in $(seq 1 "$reps"); do

@@ -298,6 +298,10 @@ static void* proxy_main(void* arg) {
   while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
     if (__atomic_load_n(&p->has_incoming, __ATOMIC_ACQUIRE)) proxy_take_incoming(p);
     int progress = 0, pending = 0;
+    /* Read before the sweep: a launch that ended before this read has its last tail seen by the
+     * sweep. Read after, a kernel could publish a slot and end between the sweep's read of its
+     * tail and this one, and the thread would sleep on data the peer waits for. */
+    const int active = __atomic_load_n(&p->active, __ATOMIC_SEQ_CST);
     if (!proxy_aborted(p)) {
       for (int i = 0; i < p->nends && !proxy_aborted(p); i++) {
         proxy_end_t* e = p->ends[i];
@@ -305,7 +309,7 @@ static void* proxy_main(void* arg) {
       }
       __atomic_add_fetch(&p->sweeps, 1, __ATOMIC_RELAXED);
     }
-    if (proxy_aborted(p) || (!pending && __atomic_load_n(&p->active, __ATOMIC_SEQ_CST) == 0)) {
+    if (proxy_aborted(p) || (!pending && !progress && active == 0)) {
       /* Nothing can move until the next launch (or ever, after a failure): sleep. `sleeping` is
        * raised before active is read again, and proxy_launch_begin raises active before it
        * reads `sleeping`: one of the two sees the other, so no launch is missed. */

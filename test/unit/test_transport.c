@@ -1078,6 +1078,9 @@ static int net_move(kern_conn_t* out, int rank, uint64_t* sent, uint64_t* got, u
   }
 }
 
+/* Steps rank 1 has received in the send-only launches (both ranks are threads of this process). */
+static int net_delivered;
+
 /* One rank: connections to the other rank, then net_move in one launch, the proxy idle after it,
  * and many short launches; the proxy thread moves the slots through the plugin in between. */
 static int net_rank(int rank, const job_t* j) {
@@ -1148,6 +1151,57 @@ static int net_rank(int rank, const job_t* j) {
     }
     EXPECT_MSG(launches == NET_LAUNCHES, "launch %d of %d: its step did not arrive in 10 s",
                launches + 1, NET_LAUNCHES);
+    EXPECT(wrong == 0);
+  }
+  /* Send-only launches: rank 0 publishes one step and ends at once, then waits outside any
+   * launch until rank 1 (in one long launch) has it. A proxy that read the tail before the
+   * launch's end and the active count after it would sleep on the step, and rank 1 would wait. */
+  {
+    EXPECT(bootstrap_barrier(bs) == ncclSuccess);
+    kern_conn_t* sc = &out[0];
+    kern_conn_t* rc = &out[1];
+    const uint64_t first = NET_STEPS + NET_LAUNCHES;
+    int k = 0;
+    if (rank == 0) {
+      for (; k < NET_LAUNCHES; k++) {
+        const uint64_t s = first + (uint64_t)k;
+        const double deadline = now_s() + 2;
+        while (__atomic_load_n(sc->head, __ATOMIC_ACQUIRE) + KERN_NSLOTS < s + 1 &&
+               now_s() < deadline) {
+        }
+        proxy_launch_begin(t->proxy);
+        /* Publish while the proxy sweeps (not while it wakes): that is when the race can bite. */
+        const uint64_t swept = proxy_sweeps(t->proxy);
+        while (proxy_sweeps(t->proxy) < swept + 3 && now_s() < deadline) {
+        }
+        char* slot = sc->buff + (s % KERN_NSLOTS) * NET_SLOT;
+        const uint32_t bytes = net_step_bytes(0, s, NET_SLOT);
+        for (uint32_t b = 0; b < bytes; b++) slot[b] = (char)pattern(0, 1, (int)s, 0, b);
+        __atomic_store_n(&sc->sizes[s % KERN_NSLOTS], bytes, __ATOMIC_RELAXED);
+        __atomic_store_n(sc->tail, s + 1, __ATOMIC_RELEASE);
+        proxy_launch_end(t->proxy);
+        while (__atomic_load_n(&net_delivered, __ATOMIC_ACQUIRE) < k + 1 && now_s() < deadline) {
+        }
+        if (__atomic_load_n(&net_delivered, __ATOMIC_ACQUIRE) < k + 1) break;
+      }
+      EXPECT_MSG(k == NET_LAUNCHES, "send-only launch %d of %d: rank 1 did not get its step in 2 s",
+                 k + 1, NET_LAUNCHES);
+    } else {
+      proxy_launch_begin(t->proxy);
+      const double deadline = now_s() + 30;
+      for (; k < NET_LAUNCHES && now_s() < deadline;) {
+        const uint64_t r = first + (uint64_t)k;
+        if (__atomic_load_n(rc->tail, __ATOMIC_ACQUIRE) < r + 1) continue;
+        const char* slot = rc->buff + (r % KERN_NSLOTS) * NET_SLOT;
+        const uint32_t bytes = net_step_bytes(0, r, NET_SLOT);
+        for (uint32_t b = 0; b < bytes; b++)
+          wrong += (unsigned char)slot[b] != pattern(0, 1, (int)r, 0, b);
+        __atomic_store_n(rc->head, r + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&net_delivered, ++k, __ATOMIC_RELEASE);
+      }
+      proxy_launch_end(t->proxy);
+      EXPECT_MSG(k == NET_LAUNCHES, "rank 1 got %d of %d send-only steps", k, NET_LAUNCHES);
+    }
     EXPECT(wrong == 0);
   }
   uint64_t dev = 1, host = 0;
