@@ -57,6 +57,7 @@ typedef struct enq_comm_args {
   volatile uint32_t* abort_flag; /* the communicator's host-side abort flag */
   int min_ctas;                  /* config minCTAs / maxCTAs (already validated) */
   int max_ctas;
+  int net_peer_nch;              /* config nChannelsPerNetPeer, -1: Choir's default */
   uint64_t comm_hash;
   const char* net_name;          /* config netName (NCCL_NET applied), NULL: any; copied */
   int traffic_class;             /* config trafficClass, -1: undefined */

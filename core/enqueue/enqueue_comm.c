@@ -23,6 +23,10 @@
 #define ENQ_DEFAULT_P2P_NCH 32
 /* Over shm every connection is a host buffer: fewer of them. */
 #define ENQ_SHM_P2P_NCH 4
+/* Over the network every connection is also a pair of plugin comms with their own helper threads
+ * (net-socket): with 4 per peer, alltoall on 4 x H200 ran ~40 comms per rank, and the helpers
+ * oversubscribed the CPUs. NCCL's own default for nChannelsPerNetPeer is 2 as well. */
+#define ENQ_NET_P2P_NCH 2
 
 static uint32_t enq_slot_bytes(int64_t bytes) {
   uint64_t b = bytes > 0 ? (uint64_t)bytes : 0;
@@ -139,6 +143,7 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   dp->host_abort = a->abort_flag;
   dp->min_ctas = a->min_ctas;
   dp->max_ctas = a->max_ctas;
+  dp->net_peer_nch = a->net_peer_nch;
   dp->ring_slot_bytes = enq_slot_bytes(param_int(PARAM_BUFFSIZE) / KERN_NSLOTS);
   int64_t p2p_max = param_int(PARAM_MAX_P2P_NCHANNELS);
   dp->p2p_nch =
@@ -221,7 +226,10 @@ ncclResult_t enqueue_comm_connect_ring(enq_comm_t* dp) {
 
 /* Send/recv connections per direction with a peer: fewer over host memory. */
 static int enq_p2p_nch_with(enq_comm_t* dp, int peer) {
-  if (transport_kind(dp->transport, peer) == KERN_TRANSPORT_P2P) return dp->p2p_nch;
+  const kern_transport_t kind = transport_kind(dp->transport, peer);
+  if (kind == KERN_TRANSPORT_P2P) return dp->p2p_nch;
+  if (kind == KERN_TRANSPORT_NET)
+    return enq_clamp(dp->net_peer_nch > 0 ? dp->net_peer_nch : ENQ_NET_P2P_NCH, 1, dp->p2p_nch);
   return enq_clamp(ENQ_SHM_P2P_NCH, 1, dp->p2p_nch);
 }
 

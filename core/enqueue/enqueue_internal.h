@@ -65,6 +65,7 @@ struct enq_comm {
   kern_conn_t* dev_p2p;    /* [2][nranks * KERN_MAX_P2P_CHANNELS]: send, then recv */
   int nchannels;            /* ring channels, decided at the first collective */
   int min_ctas, max_ctas;   /* the communicator's config */
+  int net_peer_nch;         /* config nChannelsPerNetPeer, -1: ENQ_NET_P2P_NCH */
   uint32_t ring_slot_bytes;
   int p2p_nch;             /* connections per peer and direction (p2p transport) */
   uint8_t* p2p_nch_peer;   /* per peer: connections made per direction (0: not connected) */
