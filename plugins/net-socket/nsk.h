@@ -43,11 +43,11 @@ extern ncclDebugLogger_t nsk_logger;
 #define NSK_MAX_DEVS 64
 #define NSK_MAX_SOCKS 64               /* data sockets per connection, nthreads * nsocks */
 #define NSK_MAX_THREADS 16             /* NCCL_SOCKET_NTHREADS upper bound (NCCL's) */
-#define NSK_DEFAULT_NTHREADS 2         /* measured over loopback, see README.md */
+#define NSK_DEFAULT_NTHREADS 1         /* measured on 4 x H200 over loopback, see README.md */
 #define NSK_DEFAULT_NSOCKS 2           /* sockets per helper thread */
 #define NSK_MIN_CHUNK (64 * 1024)      /* smallest piece of a request given to one socket */
-#define NSK_DEFAULT_SPIN_US 100        /* helper polling after its last move, see README.md */
-#define NSK_DEFAULT_INLINE (64 * 1024) /* requests this small travel on the control socket */
+#define NSK_DEFAULT_SPIN_US 1000       /* helper polling after its last move, see README.md */
+#define NSK_DEFAULT_INLINE (16 * 1024) /* requests this small travel on the control socket */
 #define NSK_MAX_INLINE (16 * 1024 * 1024)
 #define NSK_MAX_SPIN_US 1000000
 #define NSK_MAX_REQS NCCL_NET_MAX_REQUESTS
