@@ -385,5 +385,12 @@ bool topo_shm_allowed(const topo_system_t* sys);
  * the NIC) NCCL_NET_GDR_READ=0 disables it; unset, GPUs older than sm80 use it only when they
  * have an NVLink peer (or are alone). */
 ncclResult_t topo_net_gdr(const topo_system_t* sys, int rank, int net, int is_send, int* gdr_p);
+/* The network devices nearest rank's GPU, as NCCL places a GPU's channels on NICs: the NET nodes
+ * whose path from the GPU has the widest bottleneck, and among those the closest path type; in
+ * net device order. Writes up to max net device indices (the plugin's numbering) to devs and
+ * their count to *n_p (0 without NICs); *type_p (may be NULL): their path type. A rank without a
+ * GPU here: ncclInvalidArgument with a WARN. */
+ncclResult_t topo_rank_nets(const topo_system_t* sys, int rank, int* devs, int max, int* n_p,
+                            int* type_p);
 
 #endif

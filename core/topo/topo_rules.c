@@ -90,6 +90,41 @@ ncclResult_t topo_p2p_check(const topo_system_t* sys, int rank_a, int rank_b, in
 
 bool topo_shm_allowed(const topo_system_t* sys) { return !sys->policy.shm_disable; }
 
+ncclResult_t topo_rank_nets(const topo_system_t* sys, int rank, int* devs, int max, int* n_p,
+                            int* type_p) {
+  *n_p = 0;
+  if (type_p) *type_p = TOPO_PATH_DIS;
+  int g;
+  if (topo_rank_to_gpu(sys, rank, &g) != ncclSuccess) {
+    WARN("topology: rank %d has no GPU in this host's topology (network device placement)", rank);
+    return ncclInvalidArgument;
+  }
+  float best_bw = 0;
+  int best_type = TOPO_PATH_DIS;
+  for (int i = 0; i < sys->count[TOPO_NODE_NET]; i++) {
+    const topo_path_t* p = topo_path(sys, TOPO_NODE_GPU, g, TOPO_NODE_NET, i);
+    if (p->type == TOPO_PATH_DIS) continue;
+    if (p->bw > best_bw || (p->bw == best_bw && (int)p->type < best_type)) {
+      best_bw = p->bw;
+      best_type = (int)p->type;
+    }
+  }
+  if (best_type == TOPO_PATH_DIS) return ncclSuccess;
+  /* NET nodes are not necessarily in device order: collect, then sort by device index. */
+  int n = 0;
+  for (int i = 0; i < sys->count[TOPO_NODE_NET]; i++) {
+    const topo_path_t* p = topo_path(sys, TOPO_NODE_GPU, g, TOPO_NODE_NET, i);
+    if (p->bw != best_bw || (int)p->type != best_type || n >= max) continue;
+    const int dev = (int)topo_node(sys, TOPO_NODE_NET, i)->id;
+    int k = n++;
+    for (; k > 0 && devs[k - 1] > dev; k--) devs[k] = devs[k - 1];
+    devs[k] = dev;
+  }
+  *n_p = n;
+  if (type_p) *type_p = best_type;
+  return ncclSuccess;
+}
+
 ncclResult_t topo_net_gdr(const topo_system_t* sys, int rank, int net, int is_send, int* gdr_p) {
   *gdr_p = 0;
   int g;

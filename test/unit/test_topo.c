@@ -667,6 +667,85 @@ static void test_file_merge(void) {
   topo_system_free(s);
 }
 
+/* ---- Network device placement -------------------------------------------------------------- */
+
+/* CPU 0: switch A holds GPU 0 and a two-port NIC (nets 2 and 0: device order differs from tree
+ * order), switch B holds GPU 1 and NIC net 1; CPU 1 holds GPU 2 and no NIC. */
+static const char* nic_system =
+    "<system version=\"1\">\n"
+    " <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\" familyid=\"25\" modelid=\"1\">\n"
+    "  <pci busid=\"0000:10:00.0\" class=\"0x060400\" link_speed=\"16.0 GT/s PCIe\" "
+    "link_width=\"16\">\n"
+    "   <pci busid=\"0000:11:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" "
+    "link_width=\"16\"><gpu dev=\"0\" sm=\"90\" rank=\"0\" gdr=\"1\"/></pci>\n"
+    "   <pci busid=\"0000:12:00.0\" class=\"0x020700\" link_speed=\"16.0 GT/s PCIe\" "
+    "link_width=\"16\"><nic>"
+    "<net name=\"mlx5_2\" dev=\"2\" speed=\"200000\" port=\"1\" guid=\"0x12\" gdr=\"1\"/>"
+    "<net name=\"mlx5_0\" dev=\"0\" speed=\"200000\" port=\"2\" guid=\"0x12\" gdr=\"1\"/>"
+    "</nic></pci>\n"
+    "  </pci>\n"
+    "  <pci busid=\"0000:20:00.0\" class=\"0x060400\" link_speed=\"16.0 GT/s PCIe\" "
+    "link_width=\"16\">\n"
+    "   <pci busid=\"0000:21:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" "
+    "link_width=\"16\"><gpu dev=\"1\" sm=\"90\" rank=\"1\" gdr=\"1\"/></pci>\n"
+    "   <pci busid=\"0000:22:00.0\" class=\"0x020700\" link_speed=\"16.0 GT/s PCIe\" "
+    "link_width=\"16\"><nic>"
+    "<net name=\"mlx5_1\" dev=\"1\" speed=\"200000\" port=\"1\" guid=\"0x34\" gdr=\"1\"/>"
+    "</nic></pci>\n"
+    "  </pci>\n"
+    " </cpu>\n"
+    " <cpu numaid=\"1\" arch=\"x86_64\" vendor=\"AuthenticAMD\" familyid=\"25\" modelid=\"1\">\n"
+    "  <pci busid=\"0000:81:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" "
+    "link_width=\"16\"><gpu dev=\"2\" sm=\"90\" rank=\"2\" gdr=\"1\"/></pci>\n"
+    " </cpu>\n"
+    "</system>\n";
+
+static void test_rank_nets(void) {
+  topo_system_t* s = sys_from_text(nic_system);
+  CHECK_TRUE(s != NULL);
+  if (s == NULL) return;
+  CHECK_EQ_INT(topo_net_count(s), 3);
+  int devs[8], n = -1, type = -1;
+  /* GPU 0: both ports of the NIC in its switch, in device order. */
+  CHECK_EQ_INT(topo_rank_nets(s, 0, devs, 8, &n, &type), ncclSuccess);
+  CHECK_EQ_INT(n, 2);
+  if (n == 2) {
+    CHECK_EQ_INT(devs[0], 0);
+    CHECK_EQ_INT(devs[1], 2);
+  }
+  CHECK_EQ_INT(type, TOPO_PATH_PIX);
+  /* GPU 1: its own switch's NIC only. */
+  CHECK_EQ_INT(topo_rank_nets(s, 1, devs, 8, &n, &type), ncclSuccess);
+  CHECK_EQ_INT(n, 1);
+  CHECK_EQ_INT(devs[0], 1);
+  CHECK_EQ_INT(type, TOPO_PATH_PIX);
+  /* GPU 2, across the CPUs from every NIC: all three, equally far. */
+  CHECK_EQ_INT(topo_rank_nets(s, 2, devs, 8, &n, &type), ncclSuccess);
+  CHECK_EQ_INT(n, 3);
+  if (n == 3) {
+    CHECK_EQ_INT(devs[0], 0);
+    CHECK_EQ_INT(devs[1], 1);
+    CHECK_EQ_INT(devs[2], 2);
+  }
+  CHECK_EQ_INT(type, TOPO_PATH_SYS);
+  /* Room for one: one. */
+  CHECK_EQ_INT(topo_rank_nets(s, 0, devs, 1, &n, NULL), ncclSuccess);
+  CHECK_EQ_INT(n, 1);
+  /* A rank with no GPU here. */
+  CHECK_EQ_INT(topo_rank_nets(s, 7, devs, 8, &n, NULL), ncclInvalidArgument);
+  CHECK_EQ_INT(n, 0);
+  topo_system_free(s);
+  /* No NIC at all: none, no error. */
+  s = sys_from_text(pcie_system("AuthenticAMD"));
+  CHECK_TRUE(s != NULL);
+  if (s) {
+    CHECK_EQ_INT(topo_rank_nets(s, 4, devs, 8, &n, &type), ncclSuccess);
+    CHECK_EQ_INT(n, 1); /* the one NIC of that system, far away but the only one */
+    CHECK_EQ_INT(type, TOPO_PATH_SYS);
+    topo_system_free(s);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test-topo DATA_DIR\n");
@@ -693,6 +772,7 @@ int main(int argc, char** argv) {
   test_truncated();
   test_h200();
   test_pcie_paths_and_levels();
+  test_rank_nets();
   test_detect_sysfs();
   test_detect_flat();
   test_file_merge();
