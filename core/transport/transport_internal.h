@@ -12,6 +12,7 @@
 
 #include "plugin.h"
 #include "proxy.h"
+#include "topo.h"
 #include "transport.h"
 
 /* Alignment of every connection buffer, and the line each counter has to itself (no false
@@ -107,6 +108,13 @@ ncclResult_t transport_shm_register(transport_res_t* r, void** dev_ptr_p);
 /* One per communicator. Calls on one transport do not overlap (the communicator makes them one
  * at a time); different transports share nothing but transport_cuda(). */
 
+#define TRANSPORT_MAX_NET_DEVS 64
+
+/* NIC placement: this host's topology (detected, or NCCL_TOPO_FILE) with the net plugin's
+ * devices in it, and the devices nearest me's GPU (topo_rank_nets). */
+ncclResult_t transport_net_nearest(const topo_rank_info_t* me, const topo_nic_props_t* nics,
+                                   int nnics, int* devs, int max, int* n_p, int* type_p);
+
 struct transport {
   bootstrap_t* bs;
   int rank;
@@ -127,6 +135,8 @@ struct transport {
   int traffic_class;
   volatile uint32_t* kernel_abort;
   net_t* net;
+  int net_devs[TRANSPORT_MAX_NET_DEVS]; /* the devices this rank's connections use, nearest */
+  int net_ndevs;                        /* first; 0: every device in turn */
   proxy_t* proxy;
 };
 

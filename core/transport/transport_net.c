@@ -21,12 +21,77 @@
 /* Lines after the buffer: tail, head, sizes. */
 #define NET_LINES 3
 
+/* The plugin's devices as the topology describes NICs. The strings point into props. */
+static void net_nic_props(const ncclNetProperties_v12_t* p, topo_nic_props_t* nic) {
+  *nic = (topo_nic_props_t){.name = p->name,
+                            .pci_path = p->pciPath,
+                            .guid = p->guid,
+                            .speed_mbps = p->speed,
+                            .port = p->port,
+                            .latency_us = p->latency,
+                            .max_comms = p->maxComms,
+                            .gdr = (p->ptrSupport & NCCL_PTR_CUDA) != 0,
+                            .coll = 0};
+}
+
+ncclResult_t transport_net_nearest(const topo_rank_info_t* me, const topo_nic_props_t* nics,
+                                   int nnics, int* devs, int max, int* n_p, int* type_p) {
+  topo_system_t* sys = NULL;
+  /* my_rank -1: this partial view (one GPU) must not replace the NCCL_TOPO_DUMP_FILE dump. */
+  CHECK(topo_system_build(NULL, me, 1, -1, nics, nnics, &sys));
+  ncclResult_t res = topo_rank_nets(sys, me->rank, devs, max, n_p, type_p);
+  topo_system_free(sys);
+  return res;
+}
+
+/* Which devices this rank's connections use: those nearest its GPU in this host's topology
+ * (topo_rank_nets), spread over the connections by id. Without a topology (detection failed,
+ * more devices than TRANSPORT_MAX_NET_DEVS) every device in turn, with an INFO line. */
+static void net_place(transport_t* t) {
+  const int ndev = net_ndev(t->net);
+  t->net_ndevs = 0;
+  if (ndev <= 1) return; /* nothing to choose */
+  const char* why = NULL;
+  ncclNetProperties_v12_t* props = calloc((size_t)ndev, sizeof(*props));
+  topo_nic_props_t* nics = calloc((size_t)ndev, sizeof(*nics));
+  int type = TOPO_PATH_DIS;
+  if (ndev > TRANSPORT_MAX_NET_DEVS) why = "too many devices";
+  else if (props == NULL || nics == NULL) why = "out of memory";
+  for (int d = 0; why == NULL && d < ndev; d++) {
+    if (net_props(t->net, d, &props[d]) != ncclSuccess) why = "a device's properties failed";
+    else net_nic_props(&props[d], &nics[d]);
+  }
+  if (why == NULL) {
+    const topo_rank_info_t me = {.rank = t->rank, .cuda_dev = t->cuda_dev,
+                                 .bus_id = t->peers[t->rank].bus_id};
+    if (transport_net_nearest(&me, nics, ndev, t->net_devs, TRANSPORT_MAX_NET_DEVS,
+                              &t->net_ndevs, &type) != ncclSuccess)
+      why = "no topology";
+  }
+  if (why != NULL) {
+    t->net_ndevs = 0;
+    INFO(NCCL_INIT | NCCL_NET, "rank %d: %s; connections use all %d network devices in turn",
+         t->rank, why, ndev);
+  } else if (t->net_ndevs > 0) {
+    char list[256] = "";
+    size_t at = 0;
+    for (int i = 0; i < t->net_ndevs && at < sizeof(list); i++)
+      at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%d (%s)", i ? ", " : "",
+                             t->net_devs[i], props[t->net_devs[i]].name);
+    INFO(NCCL_INIT | NCCL_NET, "rank %d: network devices nearest GPU %d (%s): %s, of %d",
+         t->rank, t->cuda_dev, topo_path_type_name(type), list, ndev);
+  }
+  free(nics);
+  free(props);
+}
+
 ncclResult_t transport_net_ensure(transport_t* t) {
   if (t->proxy != NULL) return ncclSuccess;
   if (t->net == NULL) {
     CHECK(net_select(t->net_name, t->comm_id, t->traffic_class, &t->net));
     INFO(NCCL_INIT | NCCL_NET, "rank %d: network connections through %s (net plugin v%d, %s)",
          t->rank, net_name(t->net), net_version(t->net), net_lib_path(t->net));
+    net_place(t);
   }
   return proxy_create(t->net, t->rank, t->abort_flag, t->kernel_abort, &t->proxy);
 }
@@ -75,7 +140,7 @@ ncclResult_t transport_net_host(transport_t* t, transport_group_t* g) {
     transport_net_end_t* e = &g->net_ends[i];
     const transport_wire_conn_t* m = &g->mine_c[i];
     /* Channels spread over the NICs. */
-    e->dev = ndev > 0 ? m->id % ndev : 0;
+    e->dev = t->net_ndevs > 0 ? t->net_devs[m->id % t->net_ndevs] : ndev > 0 ? m->id % ndev : 0;
     void* dev = NULL;
     CHECK(net_host_alloc((size_t)net_block_bytes(m->slot_bytes), &e->mem, &dev));
     e->dev_base = (char*)dev;

@@ -669,40 +669,11 @@ static void test_file_merge(void) {
 
 /* ---- Network device placement -------------------------------------------------------------- */
 
-/* CPU 0: switch A holds GPU 0 and a two-port NIC (nets 2 and 0: device order differs from tree
- * order), switch B holds GPU 1 and NIC net 1; CPU 1 holds GPU 2 and no NIC. */
-static const char* nic_system =
-    "<system version=\"1\">\n"
-    " <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\" familyid=\"25\" modelid=\"1\">\n"
-    "  <pci busid=\"0000:10:00.0\" class=\"0x060400\" link_speed=\"16.0 GT/s PCIe\" "
-    "link_width=\"16\">\n"
-    "   <pci busid=\"0000:11:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" "
-    "link_width=\"16\"><gpu dev=\"0\" sm=\"90\" rank=\"0\" gdr=\"1\"/></pci>\n"
-    "   <pci busid=\"0000:12:00.0\" class=\"0x020700\" link_speed=\"16.0 GT/s PCIe\" "
-    "link_width=\"16\"><nic>"
-    "<net name=\"mlx5_2\" dev=\"2\" speed=\"200000\" port=\"1\" guid=\"0x12\" gdr=\"1\"/>"
-    "<net name=\"mlx5_0\" dev=\"0\" speed=\"200000\" port=\"2\" guid=\"0x12\" gdr=\"1\"/>"
-    "</nic></pci>\n"
-    "  </pci>\n"
-    "  <pci busid=\"0000:20:00.0\" class=\"0x060400\" link_speed=\"16.0 GT/s PCIe\" "
-    "link_width=\"16\">\n"
-    "   <pci busid=\"0000:21:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" "
-    "link_width=\"16\"><gpu dev=\"1\" sm=\"90\" rank=\"1\" gdr=\"1\"/></pci>\n"
-    "   <pci busid=\"0000:22:00.0\" class=\"0x020700\" link_speed=\"16.0 GT/s PCIe\" "
-    "link_width=\"16\"><nic>"
-    "<net name=\"mlx5_1\" dev=\"1\" speed=\"200000\" port=\"1\" guid=\"0x34\" gdr=\"1\"/>"
-    "</nic></pci>\n"
-    "  </pci>\n"
-    " </cpu>\n"
-    " <cpu numaid=\"1\" arch=\"x86_64\" vendor=\"AuthenticAMD\" familyid=\"25\" modelid=\"1\">\n"
-    "  <pci busid=\"0000:81:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" "
-    "link_width=\"16\"><gpu dev=\"2\" sm=\"90\" rank=\"2\" gdr=\"1\"/></pci>\n"
-    " </cpu>\n"
-    "</system>\n";
-
+/* two-nic-switches.xml: CPU 0 has switch A with GPU 0 and a two-port NIC (nets 2 and 0: device
+ * order differs from tree order) and switch B with GPU 1 and NIC net 1; CPU 1 has GPU 2. */
 static void test_rank_nets(void) {
-  topo_system_t* s = sys_from_text(nic_system);
-  CHECK_TRUE(s != NULL);
+  topo_system_t* s = NULL;
+  CHECK_EQ_INT(topo_system_from_xml_file(data_path("two-nic-switches.xml"), &s), ncclSuccess);
   if (s == NULL) return;
   CHECK_EQ_INT(topo_net_count(s), 3);
   int devs[8], n = -1, type = -1;

@@ -1227,6 +1227,36 @@ static void case_net_loop(void) {
   CHECK_EQ_INT(fake_live(), 0);
 }
 
+/* ---- NIC placement -------------------------------------------------------------------------- */
+
+/* transport_net_nearest on a topology file: each GPU gets the NIC ports in its own switch, in
+ * device order, whatever order the plugin lists them in. */
+static void case_place_nearest(void) {
+  /* test/data/topo/two-nic-switches.xml: GPU 0 shares a switch with both ports of NIC mlx5_0/2,
+   * GPU 1 with mlx5_1. */
+  const char* topo = getenv("CHOIR_TEST_TOPO_FILE");
+  CHECK_TRUE(topo != NULL);
+  if (topo == NULL) return;
+  setenv("NCCL_TOPO_FILE", topo, 1);
+  const topo_nic_props_t nics[3] = {
+      {.name = "mlx5_0", .guid = 0x12, .speed_mbps = 200000, .port = 2, .gdr = 1},
+      {.name = "mlx5_1", .guid = 0x34, .speed_mbps = 200000, .port = 1, .gdr = 1},
+      {.name = "mlx5_2", .guid = 0x12, .speed_mbps = 200000, .port = 1, .gdr = 1}};
+  const topo_rank_info_t gpu0 = {.rank = 0, .cuda_dev = 0, .bus_id = topo_busid_parse("0000:11:00.0")};
+  const topo_rank_info_t gpu1 = {.rank = 1, .cuda_dev = 1, .bus_id = topo_busid_parse("0000:21:00.0")};
+  int devs[8], n = -1, type = -1;
+  CHECK_EQ_INT(transport_net_nearest(&gpu0, nics, 3, devs, 8, &n, &type), ncclSuccess);
+  CHECK_EQ_INT(n, 2);
+  if (n == 2) {
+    CHECK_EQ_INT(devs[0], 0);
+    CHECK_EQ_INT(devs[1], 2);
+  }
+  CHECK_EQ_INT(type, TOPO_PATH_PIX);
+  CHECK_EQ_INT(transport_net_nearest(&gpu1, nics, 3, devs, 8, &n, &type), ncclSuccess);
+  CHECK_EQ_INT(n, 1);
+  CHECK_EQ_INT(devs[0], 1);
+}
+
 /* ---- main ----------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -1268,6 +1298,7 @@ static const struct {
       {"connect-shm", case_knob_connect_shm},
       {"connect-none", case_knob_connect_none}}},
     {"net", {{"loop-2", case_net_loop}}},
+    {"place", {{"nearest", case_place_nearest}}},
 };
 
 static double now_s(void) {
