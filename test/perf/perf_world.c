@@ -158,10 +158,10 @@ static int perf_shm_allreduce(struct perf_world* w, double* v, int n, int op) {
   struct perf_shm_red r = {n, op};
   int rc;
   if (n > PERF_SHM_VALS) return -1;
-  memcpy(perf_shm_slot(s, w->proc), v, (size_t)n * sizeof(double));
+  if (n > 0) memcpy(perf_shm_slot(s, w->proc), v, (size_t)n * sizeof(double));
   perf_shm_lock(s);
   rc = perf_shm_barrier(s, perf_shm_combine, &r);
-  if (rc == 0) memcpy(v, s->result, (size_t)n * sizeof(double));
+  if (rc == 0 && n > 0) memcpy(v, s->result, (size_t)n * sizeof(double));
   pthread_mutex_unlock(&s->mu);
   return rc;
 }
