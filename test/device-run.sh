@@ -7,15 +7,17 @@
 #   ref:OPS    perf binaries on NVIDIA NCCL only (validates the tools): OPS = all or a,b,c
 #   compare:OPS  test/perf/compare, Choir vs NVIDIA NCCL
 #   compare-net:OPS  the same with every rank pair through the network (p2p and shm off):
-#              Choir's net-socket vs NVIDIA's internal Socket transport, over NET_IFNAME (lo)
+#              Choir's net-socket vs NVIDIA's internal Socket transport, over NET_IFNAME (lo);
+#              then one line on issue 7's bar: the cells from 1 MB where Choir's busbw is lower
 #   netplugin  NVIDIA's NCCL loads Choir's net-socket (NCCL_NET_PLUGIN), all_reduce checked
 #   plugins    Choir's tuner and profiler plugins loaded into NVIDIA's NCCL, all_reduce on NGPUS
 #   sanitize   compute-sanitizer memcheck and racecheck on the kernel checker
 #   check[:ARGS]  the correctness suite (test/multigpu/coll_check) over the bar's configurations:
 #              2 and NGPUS GPUs (NGPUS >= 4: also 4), one process (threads) and one process per
 #              GPU (procs), p2p, NCCL_P2P_DISABLE=1 (shm) and both off (net through
-#              net-socket over NET_IFNAME, default lo), CUDA-graph replays, and the semantic
-#              cases; ARGS replace the default --quick of the matrix runs, '+' for a space
+#              net-socket over NET_IFNAME, default lo), CUDA-graph replays, the semantic
+#              cases, and (4 GPUs or more) procs posing as 2 hosts (hosts: CHOIR_TEST_HOSTS=2,
+#              NCCL_HOSTID per process: p2p within a "host", the network between); ARGS replace the default --quick of the matrix runs, '+' for a space
 #              (check:--full, check:--ops=allreduce,sendrecv+--sizes=1,1MB).
 #              LIB=choir (default: BUILD) or LIB=nvidia picks the library; a table goes into the
 #              summary. CHECK_CONFIGS narrows the configs (e.g. "2:threads:p2p 4:procs:shm").
@@ -114,6 +116,16 @@ for step in "$@"; do
       NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_NET_PLUGIN=none \
         NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} compare_run "$ops" "$out/net" "$out/compare-net.log"
       note "compare-net ($ngpus GPUs, NET/Socket over ${NET_IFNAME:-lo}): rc=$? (table in compare-net.log)"
+      # Issue 7's bar: busbw at least NVIDIA's at every size from 1 MB (ratio of the medians;
+      # with --repeat, also the worst repeat).
+      python3 - "$out/net/compare.csv" <<'PY' | tee -a "$summary"
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["metric"] == "busbw" and int(r["size"]) >= 1 << 20]
+below = ["%s@%s %.3f" % (r["op"], r["size"], float(r["ratio"])) for r in rows if float(r["ratio"]) < 1]
+worst = ["%s@%s %s" % (r["op"], r["size"], r["ratio_min"]) for r in rows if float(r["ratio_min"]) < 1]
+print("net bar (busbw >= NVIDIA from 1 MB): %d cells, %d below: %s; worst repeat below 1 in %d" %
+      (len(rows), len(below), ", ".join(below) or "none", len(worst)))
+PY
       ;;
     netplugin)
       # NVIDIA's NCCL loads Choir's net-socket and runs an all-reduce through it (checked).
@@ -198,6 +210,7 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
             for tr in p2p shm net; do configs="$configs $n:$mode:$tr"; done
           done
           configs="$configs $n:threads:graph $n:threads:semantics $n:procs:semantics"
+          [ "$n" -ge 4 ] && configs="$configs $n:procs:hosts"
         done
       fi
       note "check (${LIB:-choir}, $args):"
@@ -209,6 +222,7 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         case "$tr" in
           shm) envs=(NCCL_P2P_DISABLE=1) ;;
           net) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}) ;;
+          hosts) envs=(CHOIR_TEST_HOSTS=2 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}) ;;
           graph) extra=(--graph 3) ;;
           semantics) extra=(--case all) ;;
         esac

@@ -52,6 +52,9 @@ PARAM_INT(NCHANNELS_PER_NET_PEER, "NCCL_NCHANNELS_PER_NET_PEER", -1,
 PARAM_STR(PLUGIN_DIR, "CHOIR_PLUGIN_DIR", NULL,
           "directory holding Choir's own plugins (default: choir/ next to libnccl.so.2, or "
           "plugins/ in a build tree)")
+PARAM_STR(HOSTID, "NCCL_HOSTID", NULL,
+          "this process's host identity (default: host name and boot id): processes with "
+          "different values are on different hosts as far as transports are concerned")
 /* bootstrap and sockets */
 PARAM_STR(SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL,
           "interfaces for bootstrap sockets: comma-separated name prefixes; ^ excludes them, = "

@@ -56,6 +56,10 @@ uint64_t sys_hash_mix(uint64_t h, uint64_t v) {
 }
 
 uint64_t sys_host_hash(void) {
+  /* NCCL_HOSTID replaces the whole identity, as in NCCL: tests and containers use it to split
+   * one machine into "hosts" (or to join containers that share a kernel). */
+  const char* id = param_str(PARAM_HOSTID);
+  if (id != NULL && id[0] != '\0') return sys_hash(id, strlen(id));
   char buf[512];
   size_t n = sys_strlcpy(buf, sys_hostname(), sizeof(buf));
   /* Two containers may share a host name; the boot id tells different kernels apart. */

@@ -1387,6 +1387,11 @@ static int cc_probe(int need, int* count_p) {
   return 0;
 }
 
+static int cc_hosts_env(void) {
+  const char* e = getenv("CHOIR_TEST_HOSTS");
+  return e && *e ? atoi(e) : 1;
+}
+
 static int cc_proc_main(struct perf_world* w, void* argp) {
   struct cc_proc_arg* a = argp;
   struct cc_ctx ctx;
@@ -1397,6 +1402,15 @@ static int cc_proc_main(struct perf_world* w, void* argp) {
   ctx.nranks = a->nranks;
   ctx.nlocal = 1;
   ncclGetVersion(&ctx.nccl_version);
+  /* CHOIR_TEST_HOSTS=H: the processes pose as H hosts (NCCL_HOSTID), in blocks of consecutive
+   * ranks, so that one machine runs the paths of several (within a block p2p or shm, between
+   * blocks the network). Set before the library reads it. */
+  const int hosts = cc_hosts_env();
+  if (hosts > 1) {
+    char id[64];
+    snprintf(id, sizeof id, "coll-check-host-%d", w->proc * hosts / a->nranks);
+    setenv("NCCL_HOSTID", id, 1);
+  }
   /* The parent has checked, in a probe process, that these GPUs exist. */
   cc_ranks_setup(&ctx, w->proc, CC_INIT_GROUP);
   long failed = cc_run_all(&ctx);
@@ -1451,7 +1465,11 @@ static int cc_run_procs(const struct cc_opts* o, long* cases, long* failed) {
   if (n > PERF_MAX_PROCS) n = PERF_MAX_PROCS;
   struct cc_proc_arg a = {o, n, ""};
   snprintf(a.result_path, sizeof a.result_path, "/tmp/coll_check.%d.result", (int)getpid());
-  printf("%s: procs: %d processes, one GPU each\n", cc_prog, n);
+  if (cc_hosts_env() > 1)
+    printf("%s: procs: %d processes, one GPU each, posing as %d hosts (CHOIR_TEST_HOSTS)\n",
+           cc_prog, n, cc_hosts_env());
+  else
+    printf("%s: procs: %d processes, one GPU each\n", cc_prog, n);
   fflush(stdout);
   int rc = perf_launch(n, cc_proc_main, &a);
   FILE* f = fopen(a.result_path, "r");
@@ -1502,7 +1520,8 @@ static void cc_usage(FILE* f) {
       "usage: %s [options]\n"
       "  -g, --ngpus N      ranks (GPUs); default $CHOIR_TEST_NDEV, else every visible GPU\n"
       "  --mode LIST        threads (one process drives every GPU) and/or procs (one process\n"
-      "                     per GPU); default threads\n"
+      "                     per GPU); default threads. procs with CHOIR_TEST_HOSTS=H: the\n"
+      "                     processes pose as H hosts (NCCL_HOSTID), consecutive ranks together\n"
       "  --init LIST        threads mode: all (ncclCommInitAll) and/or group (ncclCommInitRank\n"
       "                     per GPU in a group); default all\n"
       "  --quick | --full   the matrix: quick (default) or the whole bar of issue 6\n"

@@ -84,6 +84,41 @@ static void case_table(void) {
   }
 }
 
+/* sys_host_hash in a fresh process (the knob is read once per process) with NCCL_HOSTID set. */
+static uint64_t host_hash_with(const char* hostid) {
+  int fds[2];
+  if (pipe(fds) != 0) return 0;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    setenv("NCCL_HOSTID", hostid, 1);
+    const uint64_t h = sys_host_hash();
+    _exit(write(fds[1], &h, sizeof(h)) == (ssize_t)sizeof(h) ? 0 : 1);
+  }
+  close(fds[1]);
+  uint64_t h = 0;
+  if (read(fds[0], &h, sizeof(h)) != (ssize_t)sizeof(h)) h = 0;
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? h : 0;
+}
+
+/* NCCL_HOSTID replaces the host identity: equal values mean one host, different values two. */
+static void case_hostid(void) {
+  /* The children first: this process must not have read (and cached) the knob before. */
+  const uint64_t a1 = host_hash_with("node-a"), a2 = host_hash_with("node-a");
+  const uint64_t b = host_hash_with("node-b");
+  unsetenv("NCCL_HOSTID");
+  const uint64_t real = sys_host_hash();
+  CHECK_TRUE(real != 0 && real == sys_host_hash());
+  CHECK_TRUE(a1 != 0 && b != 0);
+  CHECK_TRUE(a1 == a2); /* same NCCL_HOSTID: same host */
+  CHECK_TRUE(a1 != b);  /* different: different hosts */
+  CHECK_TRUE(a1 != real && b != real);
+}
+
 int main(void) {
   fork_case("defaults", case_defaults);
   fork_case("lazy_then_cached", case_lazy_then_cached);
@@ -91,5 +126,6 @@ int main(void) {
   fork_case("conf_file", case_conf_file);
   fork_case("home_conf", case_home_conf);
   fork_case("table", case_table);
+  fork_case("hostid", case_hostid);
   return check_finish("param");
 }
