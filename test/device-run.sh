@@ -17,7 +17,8 @@
 #              GPU (procs), p2p, NCCL_P2P_DISABLE=1 (shm) and both off (net through
 #              net-socket over NET_IFNAME, default lo), CUDA-graph replays, the semantic
 #              cases, and (4 GPUs or more) procs posing as 2 hosts (hosts: CHOIR_TEST_HOSTS=2,
-#              NCCL_HOSTID per process: p2p within a "host", the network between); ARGS replace the default --quick of the matrix runs, '+' for a space
+#              NCCL_HOSTID per process: p2p within a "host", the network between), and net1
+#              (the network with NCCL_NCHANNELS_PER_NET_PEER=1, 2 GPUs); ARGS replace the default --quick of the matrix runs, '+' for a space
 #              (check:--full, check:--ops=allreduce,sendrecv+--sizes=1,1MB).
 #              LIB=choir (default: BUILD) or LIB=nvidia picks the library; a table goes into the
 #              summary. CHECK_CONFIGS narrows the configs (e.g. "2:threads:p2p 4:procs:shm").
@@ -212,6 +213,7 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
           configs="$configs $n:threads:graph $n:threads:semantics $n:procs:semantics"
           [ "$n" -ge 4 ] && configs="$configs $n:procs:hosts"
         done
+        configs="$configs 2:procs:net1"
       fi
       note "check (${LIB:-choir}, $args):"
       note "$(printf '  %-6s %-8s %-10s %-8s %8s %8s %7s' gpus mode transport rc cases failed secs)"
@@ -223,6 +225,8 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
           shm) envs=(NCCL_P2P_DISABLE=1) ;;
           net) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}) ;;
           hosts) envs=(CHOIR_TEST_HOSTS=2 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}) ;;
+          net1) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}
+                      NCCL_NCHANNELS_PER_NET_PEER=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P) ;;
           graph) extra=(--graph 3) ;;
           semantics) extra=(--case all) ;;
         esac
@@ -232,6 +236,12 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         env ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$libdir" CHOIR_TEST_NDEV="$n" \
           timeout "${CHECK_TIMEOUT:-900}" "$exe" --mode "$mode" "${runargs[@]}" >"$log" 2>&1
         rc=$?
+        # The knob must show: every network peer with 1 send/recv channel, none with more.
+        if [ "$tr" = net1 ] && { ! grep -q " 1 send/recv channels with rank" "$log" ||
+          grep -qE " ([2-9]|[1-9][0-9]+) send/recv channels with rank .* via (NET|net)" "$log"; }; then
+          note "  net1: NCCL_NCHANNELS_PER_NET_PEER=1 did not give 1 channel per network peer"
+          rc=1
+        fi
         res=$(grep -E '^coll-check: [0-9]+ cases' "$log" | tail -1)
         c=$(echo "$res" | awk '{print $2}') f=$(echo "$res" | awk '{print $4}')
         note "$(printf '  %-6s %-8s %-10s %-8s %8s %8s %7s' "$n" "$mode" "$tr" "$rc" "${c:--}" "${f:--}" $(( $(date +%s) - t0 )))"
