@@ -25,7 +25,7 @@
 #define ENQ_SHM_P2P_NCH 4
 /* Over the network every connection is also a pair of plugin comms with their own helper threads
  * (net-socket): with 4 per peer, alltoall on 4 x H200 ran ~40 comms per rank, and the helpers
- * oversubscribed the CPUs. NCCL's own default for nChannelsPerNetPeer is 2 as well. */
+ * oversubscribed the CPUs. config.nChannelsPerNetPeer / NCCL_NCHANNELS_PER_NET_PEER override. */
 #define ENQ_NET_P2P_NCH 2
 
 static uint32_t enq_slot_bytes(int64_t bytes) {

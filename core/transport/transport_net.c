@@ -77,7 +77,8 @@ static void net_place(transport_t* t) {
     size_t at = 0;
     for (int i = 0; i < t->net_ndevs && at < sizeof(list); i++)
       at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%d (%s)", i ? ", " : "",
-                             t->net_devs[i], props[t->net_devs[i]].name);
+                             t->net_devs[i],
+                             props[t->net_devs[i]].name ? props[t->net_devs[i]].name : "?");
     INFO(NCCL_INIT | NCCL_NET, "rank %d: network devices nearest GPU %d (%s): %s, of %d",
          t->rank, t->cuda_dev, topo_path_type_name(type), list, ndev);
   }
