@@ -1465,9 +1465,10 @@ static int cc_run_procs(const struct cc_opts* o, long* cases, long* failed) {
   if (n > PERF_MAX_PROCS) n = PERF_MAX_PROCS;
   struct cc_proc_arg a = {o, n, ""};
   snprintf(a.result_path, sizeof a.result_path, "/tmp/coll_check.%d.result", (int)getpid());
-  if (cc_hosts_env() > 1)
+  const int hosts = cc_hosts_env();
+  if (hosts > 1)
     printf("%s: procs: %d processes, one GPU each, posing as %d hosts (CHOIR_TEST_HOSTS)\n",
-           cc_prog, n, cc_hosts_env());
+           cc_prog, n, hosts);
   else
     printf("%s: procs: %d processes, one GPU each\n", cc_prog, n);
   fflush(stdout);

@@ -706,7 +706,7 @@ static void test_rank_nets(void) {
   CHECK_EQ_INT(topo_rank_nets(s, 7, devs, 8, &n, NULL), ncclInvalidArgument);
   CHECK_EQ_INT(n, 0);
   topo_system_free(s);
-  /* No NIC at all: none, no error. */
+  /* A GPU whose only NIC is across the CPUs: that NIC (SYS). */
   s = sys_from_text(pcie_system("AuthenticAMD"));
   CHECK_TRUE(s != NULL);
   if (s) {
