@@ -121,7 +121,9 @@ for step in "$@"; do
       # with --repeat, also the worst repeat).
       python3 - "$out/net/compare.csv" <<'PY' | tee -a "$summary"
 import csv, sys
-rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["metric"] == "busbw" and int(r["size"]) >= 1 << 20]
+# compare.csv starts with '#' comment lines (which library is A, which B) before its header.
+lines = [l for l in open(sys.argv[1], newline="") if not l.startswith("#")]
+rows = [r for r in csv.DictReader(lines) if r["metric"] == "busbw" and int(r["size"]) >= 1 << 20]
 below = ["%s@%s %.3f" % (r["op"], r["size"], float(r["ratio"])) for r in rows if float(r["ratio"]) < 1]
 worst = ["%s@%s %s" % (r["op"], r["size"], r["ratio_min"]) for r in rows if float(r["ratio_min"]) < 1]
 print("net bar (busbw >= NVIDIA from 1 MB): %d cells, %d below: %s; worst repeat below 1 in %d" %
@@ -224,7 +226,8 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         case "$tr" in
           shm) envs=(NCCL_P2P_DISABLE=1) ;;
           net) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}) ;;
-          hosts) envs=(CHOIR_TEST_HOSTS=2 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}) ;;
+          hosts) envs=(CHOIR_TEST_HOSTS=2 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} NCCL_DEBUG=INFO
+                       NCCL_DEBUG_SUBSYS=INIT) ;;
           net1) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}
                       NCCL_NCHANNELS_PER_NET_PEER=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P) ;;
           graph) extra=(--graph 3) ;;
@@ -240,6 +243,11 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         if [ "$tr" = net1 ] && { ! grep -q " 1 send/recv channels with rank" "$log" ||
           grep -qE " ([2-9]|[1-9][0-9]+) send/recv channels with rank .* via (NET|net)" "$log"; }; then
           note "  net1: NCCL_NCHANNELS_PER_NET_PEER=1 did not give 1 channel per network peer"
+          rc=1
+        fi
+        # Posing as 2 hosts must show both: p2p inside a "host" and the network between them.
+        if [ "$tr" = hosts ] && { ! grep -q "via NET" "$log" || ! grep -q "via P2P" "$log"; }; then
+          note "  hosts: the connections were not both P2P (within a host) and NET (between hosts)"
           rc=1
         fi
         res=$(grep -E '^coll-check: [0-9]+ cases' "$log" | tail -1)
