@@ -96,6 +96,10 @@ PARAM_STR(NET_GDR_LEVEL, "NCCL_NET_GDR_LEVEL", NULL,
 PARAM_INT(NET_GDR_READ, "NCCL_NET_GDR_READ", -1,
           "1: send from GPU memory directly (GPUDirect read) when GDR is allowed; 0: stage sends "
           "in host memory; -1: decided by the topology")
+PARAM_INT(NET_GDR, "CHOIR_NET_GDR", 0,
+          "1: put network buffers in GPU memory (GPUDirect RDMA) where the plugin takes CUDA "
+          "pointers and NCCL_NET_GDR_LEVEL allows; 0: always stage in host memory (experimental: "
+          "not yet validated on GPUs)")
 PARAM_STR(RINGS, "NCCL_RINGS", NULL,
           "ring orders to use instead of searching: rings separated by |, ranks by spaces or "
           "dashes (e.g. \"0 1 2 3|3 2 1 0\"); one channel per ring")

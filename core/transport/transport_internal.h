@@ -111,9 +111,12 @@ ncclResult_t transport_shm_register(transport_res_t* r, void** dev_ptr_p);
 #define TRANSPORT_MAX_NET_DEVS 64
 
 /* NIC placement: this host's topology (detected, or NCCL_TOPO_FILE) with the net plugin's
- * devices in it, and the devices nearest me's GPU (topo_rank_nets). */
+ * devices in it, and the devices nearest me's GPU (topo_rank_nets). gdr (may be NULL): for each
+ * of the nnics devices, whether its receive ([0]) and send ([1]) buffers may be GPU memory
+ * (topo_net_gdr: the plugin takes CUDA pointers and the path is within NCCL_NET_GDR_LEVEL). */
 ncclResult_t transport_net_nearest(const topo_rank_info_t* me, const topo_nic_props_t* nics,
-                                   int nnics, int* devs, int max, int* n_p, int* type_p);
+                                   int nnics, int* devs, int max, int* n_p, int* type_p,
+                                   uint8_t (*gdr)[2]);
 
 struct transport {
   bootstrap_t* bs;
@@ -137,6 +140,7 @@ struct transport {
   net_t* net;
   int net_devs[TRANSPORT_MAX_NET_DEVS]; /* the devices this rank's connections use, nearest */
   int net_ndevs;                        /* first; 0: every device in turn */
+  uint8_t net_gdr[TRANSPORT_MAX_NET_DEVS][2]; /* per device: GPUDirect RDMA [receive, send] */
   proxy_t* proxy;
 };
 
@@ -236,8 +240,10 @@ typedef struct transport_net_end {
   void* listen_comm;      /* receive end, until accepted */
   void* comm;             /* send or receive comm, once up */
   void* mhandle;          /* its buffer's registration */
-  transport_res_t* mem;   /* its host block */
+  transport_res_t* mem;   /* its host block: the slots (unless gdr), then the lines */
   char* dev_base;         /* the block's device address */
+  int gdr;                /* GPUDirect RDMA: the slots are GPU memory the NIC reads or writes */
+  transport_res_t* slots; /* gdr: the slots (device memory) */
 } transport_net_end_t;
 
 /* Allocate and describe (in g->mine, g->mine_c) what this rank hosts for g->peer. */

@@ -35,42 +35,62 @@ static void net_nic_props(const ncclNetProperties_v12_t* p, topo_nic_props_t* ni
 }
 
 ncclResult_t transport_net_nearest(const topo_rank_info_t* me, const topo_nic_props_t* nics,
-                                   int nnics, int* devs, int max, int* n_p, int* type_p) {
+                                   int nnics, int* devs, int max, int* n_p, int* type_p,
+                                   uint8_t (*gdr)[2]) {
   topo_system_t* sys = NULL;
   /* my_rank -1: this partial view (one GPU) must not replace the NCCL_TOPO_DUMP_FILE dump. */
   CHECK(topo_system_build(NULL, me, 1, -1, nics, nnics, &sys));
   ncclResult_t res = topo_rank_nets(sys, me->rank, devs, max, n_p, type_p);
+  if (gdr != NULL) memset(gdr, 0, (size_t)nnics * sizeof(*gdr));
+  /* NET nodes are numbered by the topology; their id is the plugin's device index. */
+  for (int i = 0; gdr != NULL && res == ncclSuccess && i < sys->count[TOPO_NODE_NET]; i++) {
+    const int dev = (int)topo_node(sys, TOPO_NODE_NET, i)->id;
+    if (dev < 0 || dev >= nnics) continue;
+    int on = 0;
+    for (int is_send = 0; is_send <= 1 && res == ncclSuccess; is_send++) {
+      res = topo_net_gdr(sys, me->rank, i, is_send, &on);
+      /* A topology file may call a NIC GDR-capable; the plugin's word (CUDA pointers) decides. */
+      gdr[dev][is_send] = (uint8_t)(on && nics[dev].gdr);
+    }
+  }
   topo_system_free(sys);
   return res;
 }
 
 /* Which devices this rank's connections use: those nearest its GPU in this host's topology
- * (topo_rank_nets), spread over the connections by id. Without a topology (detection failed,
- * more devices than TRANSPORT_MAX_NET_DEVS) every device in turn, with an INFO line. */
+ * (topo_rank_nets), spread over the connections by id; and, per device, whether its buffers may
+ * be GPU memory (GPUDirect RDMA). Without a topology (detection failed, more devices than
+ * TRANSPORT_MAX_NET_DEVS) every device in turn and no GPUDirect, with an INFO line. A single
+ * device that takes host pointers only needs no topology. */
 static void net_place(transport_t* t) {
   const int ndev = net_ndev(t->net);
   t->net_ndevs = 0;
-  if (ndev <= 1) return; /* nothing to choose */
+  memset(t->net_gdr, 0, sizeof(t->net_gdr));
+  if (ndev < 1) return;
   const char* why = NULL;
   ncclNetProperties_v12_t* props = calloc((size_t)ndev, sizeof(*props));
   topo_nic_props_t* nics = calloc((size_t)ndev, sizeof(*nics));
-  int type = TOPO_PATH_DIS;
+  int type = TOPO_PATH_DIS, cuda = 0;
   if (ndev > TRANSPORT_MAX_NET_DEVS) why = "too many devices";
   else if (props == NULL || nics == NULL) why = "out of memory";
   for (int d = 0; why == NULL && d < ndev; d++) {
     if (net_props(t->net, d, &props[d]) != ncclSuccess) why = "a device's properties failed";
     else net_nic_props(&props[d], &nics[d]);
+    cuda |= why == NULL && nics[d].gdr;
   }
+  if (why == NULL && ndev == 1 && !cuda) goto done; /* nothing to choose */
   if (why == NULL) {
     const topo_rank_info_t me = {.rank = t->rank, .cuda_dev = t->cuda_dev,
                                  .bus_id = t->peers[t->rank].bus_id};
     if (transport_net_nearest(&me, nics, ndev, t->net_devs, TRANSPORT_MAX_NET_DEVS,
-                              &t->net_ndevs, &type) != ncclSuccess)
+                              &t->net_ndevs, &type, t->net_gdr) != ncclSuccess)
       why = "no topology";
   }
   if (why != NULL) {
     t->net_ndevs = 0;
-    INFO(NCCL_INIT | NCCL_NET, "rank %d: %s; connections use all %d network devices in turn",
+    memset(t->net_gdr, 0, sizeof(t->net_gdr));
+    INFO(NCCL_INIT | NCCL_NET,
+         "rank %d: %s; connections use all %d network devices in turn, buffers in host memory",
          t->rank, why, ndev);
   } else if (t->net_ndevs > 0) {
     char list[256] = "";
@@ -82,6 +102,14 @@ static void net_place(transport_t* t) {
     INFO(NCCL_INIT | NCCL_NET, "rank %d: network devices nearest GPU %d (%s): %s, of %d",
          t->rank, t->cuda_dev, topo_path_type_name(type), list, ndev);
   }
+  for (int d = 0; why == NULL && d < ndev; d++)
+    if (nics[d].gdr)
+      INFO(NCCL_INIT | NCCL_NET, "rank %d: GPU Direct RDMA with network device %d (%s): %s",
+           t->rank, d, props[d].name ? props[d].name : "?",
+           param_int(PARAM_NET_GDR) != 1 ? "off (CHOIR_NET_GDR=1 turns it on; experimental)"
+           : t->net_gdr[d][0] ? (t->net_gdr[d][1] ? "receives and sends" : "receives only")
+                              : "off (see NCCL_NET_GDR_LEVEL)");
+done:
   free(nics);
   free(props);
 }
@@ -132,6 +160,26 @@ static uint64_t net_block_bytes(uint32_t slot_bytes) {
   return (b + TRANSPORT_BUFF_ALIGN - 1) / TRANSPORT_BUFF_ALIGN * TRANSPORT_BUFF_ALIGN;
 }
 
+/* The slot size as the host block sees it: 0 when the slots live in GPU memory (gdr). */
+static uint32_t net_host_slot(const transport_net_end_t* e, const transport_wire_conn_t* m) {
+  return e->gdr ? 0 : m->slot_bytes;
+}
+
+/* GPU memory for a GPUDirect end's slots: a TRANSPORT_RES_DEV. */
+static ncclResult_t net_dev_alloc(size_t bytes, transport_res_t** res_p) {
+  transport_res_t* r = NULL;
+  CHECK(MEM_CALLOC(&r, 1));
+  r->kind = TRANSPORT_RES_DEV;
+  r->bytes = bytes;
+  ncclResult_t res = transport_cuda()->dev_alloc(bytes, &r->ptr);
+  if (res != ncclSuccess) {
+    free(r);
+    return res;
+  }
+  *res_p = r;
+  return ncclSuccess;
+}
+
 ncclResult_t transport_net_host(transport_t* t, transport_group_t* g) {
   CHECK(transport_net_ensure(t));
   const int ndev = net_ndev(t->net);
@@ -142,8 +190,12 @@ ncclResult_t transport_net_host(transport_t* t, transport_group_t* g) {
     const transport_wire_conn_t* m = &g->mine_c[i];
     /* Channels spread over the NICs. */
     e->dev = t->net_ndevs > 0 ? t->net_devs[m->id % t->net_ndevs] : ndev > 0 ? m->id % ndev : 0;
+    e->gdr = param_int(PARAM_NET_GDR) == 1 && e->dev < TRANSPORT_MAX_NET_DEVS &&
+             t->net_gdr[e->dev][m->is_send ? 1 : 0];
+    if (e->gdr)
+      CHECK(net_dev_alloc((size_t)KERN_NSLOTS * m->slot_bytes, &e->slots));
     void* dev = NULL;
-    CHECK(net_host_alloc((size_t)net_block_bytes(m->slot_bytes), &e->mem, &dev));
+    CHECK(net_host_alloc((size_t)net_block_bytes(net_host_slot(e, m)), &e->mem, &dev));
     e->dev_base = (char*)dev;
     if (!m->is_send) CHECK(net_listen(t->net, e->dev, g->mine_handles[i], &e->listen_comm));
   }
@@ -196,14 +248,17 @@ ncclResult_t transport_net_establish(transport_t* t, transport_group_t* groups, 
         CHECK(net_close_listen(t->net, e->listen_comm));
         e->listen_comm = NULL;
       }
-      CHECK(net_reg_mr(t->net, e->comm, e->mem->ptr, (size_t)KERN_NSLOTS * m->slot_bytes,
-                       NCCL_PTR_HOST, &e->mhandle));
+      /* The NIC moves the slots: GPU memory (gdr) or the front of the host block. */
+      const uint32_t hs = net_host_slot(e, m);
+      CHECK(net_reg_mr(t->net, e->comm, e->gdr ? e->slots->ptr : e->mem->ptr,
+                       (size_t)KERN_NSLOTS * m->slot_bytes, e->gdr ? NCCL_PTR_CUDA : NCCL_PTR_HOST,
+                       &e->mhandle));
       kern_conn_t* c = &g->conns[i];
       memset(c, 0, sizeof(*c));
-      c->buff = e->dev_base;
-      c->tail = (uint64_t*)(e->dev_base + net_line(m->slot_bytes, 0));
-      c->head = (uint64_t*)(e->dev_base + net_line(m->slot_bytes, 1));
-      c->sizes = m->is_send ? (uint32_t*)(e->dev_base + net_line(m->slot_bytes, 2)) : NULL;
+      c->buff = e->gdr ? (char*)e->slots->ptr : e->dev_base;
+      c->tail = (uint64_t*)(e->dev_base + net_line(hs, 0));
+      c->head = (uint64_t*)(e->dev_base + net_line(hs, 1));
+      c->sizes = m->is_send ? (uint32_t*)(e->dev_base + net_line(hs, 2)) : NULL;
       c->slot_bytes = m->slot_bytes;
       c->transport = KERN_TRANSPORT_NET;
       c->connected = 1;
@@ -219,18 +274,20 @@ ncclResult_t transport_net_commit(transport_t* t, transport_group_t* g) {
     transport_net_end_t* e = &g->net_ends[i];
     const transport_wire_conn_t* m = &g->mine_c[i];
     char* host = (char*)e->mem->ptr;
+    const uint32_t hs = net_host_slot(e, m);
     pc[i] = (proxy_conn_t){
         .is_send = m->is_send,
         .peer = g->peer,
         .id = m->id,
         .comm = e->comm,
         .mhandle = e->mhandle,
-        .buff = host,
+        .buff = e->gdr ? (char*)e->slots->ptr : host,
         .slot_bytes = m->slot_bytes,
-        .flush = 0,
-        .tail = (uint64_t*)(host + net_line(m->slot_bytes, 0)),
-        .head = (uint64_t*)(host + net_line(m->slot_bytes, 1)),
-        .sizes = m->is_send ? (uint32_t*)(host + net_line(m->slot_bytes, 2)) : NULL};
+        /* What the NIC wrote to GPU memory must be visible to the kernel before its tail. */
+        .flush = e->gdr && !m->is_send,
+        .tail = (uint64_t*)(host + net_line(hs, 0)),
+        .head = (uint64_t*)(host + net_line(hs, 1)),
+        .sizes = m->is_send ? (uint32_t*)(host + net_line(hs, 2)) : NULL};
   }
   ncclResult_t res = proxy_add(t->proxy, pc, g->n);
   free(pc);
@@ -240,7 +297,8 @@ ncclResult_t transport_net_commit(transport_t* t, transport_group_t* g) {
     transport_net_end_t* e = &g->net_ends[i];
     e->comm = e->mhandle = NULL;
     transport_res_push(t, e->mem);
-    e->mem = NULL;
+    transport_res_push(t, e->slots);
+    e->mem = e->slots = NULL;
   }
   return ncclSuccess;
 }
@@ -258,6 +316,7 @@ void transport_net_release(transport_t* t, transport_group_t* g) {
     }
     if (e->listen_comm != NULL) (void)net_close_listen(t->net, e->listen_comm);
     transport_res_release(e->mem);
+    transport_res_release(e->slots);
     memset(e, 0, sizeof(*e));
   }
 }

@@ -8,6 +8,7 @@
  *   test-transport GROUP   GROUP: rules, wire, shm, threads, procs, faults, knobs
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../plugin/net_gdr_shim.h" /* the GPUDirect shim's counters */
 #include "fork_case.h"
 #include "transport_internal.h" /* white-box: the rule, the wire, the fake CUDA */
 
@@ -1032,11 +1034,21 @@ static double now_s(void);
 
 /* ---- net: two ranks on "different hosts" through Choir's net-socket over loopback ---------- */
 
+/* CHOIR_TEST_NET_GDR=1: the plugin is the GPUDirect shim and the topology lets every end use
+ * GPU memory (meson's transport-net-gdr); otherwise every end must stage in host memory. */
+static int net_expect_gdr(void) {
+  const char* s = getenv("CHOIR_TEST_NET_GDR");
+  return s != NULL && atoi(s) == 1;
+}
+
 /* Bytes of step s on channel c: every size from 0 to a full slot shows up. */
 static uint32_t net_step_bytes(int c, uint64_t s, uint32_t slot) {
   uint64_t v = (s * 977 + (uint64_t)c * 131) % (slot + 1);
   return s % 5 == 4 ? slot : (uint32_t)v;
 }
+
+/* Received steps that carried bytes, both ranks: with GPUDirect, each needs one flush. */
+static uint64_t net_nonzero_recvs;
 
 #define NET_STEPS (3 * KERN_NSLOTS + 5)
 #define NET_CHANNELS 2
@@ -1068,6 +1080,7 @@ static int net_move(kern_conn_t* out, int rank, uint64_t* sent, uint64_t* got, u
         uint32_t bytes = net_step_bytes(c, r, NET_SLOT);
         for (uint32_t k = 0; k < bytes; k++)
           *wrong += (unsigned char)slot[k] != pattern(1 - rank, rank, (int)r, c, k);
+        if (bytes > 0) __atomic_fetch_add(&net_nonzero_recvs, 1, __ATOMIC_RELAXED);
         __atomic_store_n(rc->head, r + 1, __ATOMIC_RELEASE);
         got[c]++;
       }
@@ -1196,6 +1209,7 @@ static int net_rank(int rank, const job_t* j) {
         const uint32_t bytes = net_step_bytes(0, r, NET_SLOT);
         for (uint32_t b = 0; b < bytes; b++)
           wrong += (unsigned char)slot[b] != pattern(0, 1, (int)r, 0, b);
+        if (bytes > 0) __atomic_fetch_add(&net_nonzero_recvs, 1, __ATOMIC_RELAXED);
         __atomic_store_n(rc->head, r + 1, __ATOMIC_RELEASE);
         __atomic_store_n(&net_delivered, ++k, __ATOMIC_RELEASE);
       }
@@ -1206,7 +1220,12 @@ static int net_rank(int rank, const job_t* j) {
   }
   uint64_t dev = 1, host = 0;
   transport_mem_usage(t, &dev, &host);
-  EXPECT(dev == 0 && host >= 2ull * NET_CHANNELS * KERN_NSLOTS * NET_SLOT);
+  const uint64_t slots = 2ull * NET_CHANNELS * KERN_NSLOTS * NET_SLOT;
+  if (net_expect_gdr()) /* the slots in (fake) GPU memory, only the counters in host memory */
+    EXPECT_MSG(dev == slots && host < slots, "GPUDirect: %llu device bytes, %llu host bytes",
+               (unsigned long long)dev, (unsigned long long)host);
+  else
+    EXPECT(dev == 0 && host >= slots);
 out:
   EXPECT(bootstrap_barrier(bs) == ncclSuccess);
   transport_destroy(t);
@@ -1221,10 +1240,34 @@ static void case_net_loop(void) {
     printf("net: set CHOIR_PLUGIN_DIR to the folder of libnccl-net-socket.so (meson does)\n");
     exit(77);
   }
+  /* Through the GPUDirect shim, hold it loaded past the transports, for its counters. */
+  const char* plugin = getenv("NCCL_NET_PLUGIN");
+  const int through_shim = plugin != NULL && strstr(plugin, "gdrshim") != NULL;
+  void* shim = through_shim ? dlopen(plugin, RTLD_NOW | RTLD_LOCAL) : NULL;
+  CHECK_TRUE(!through_shim || shim != NULL);
   job_t j;
   job_make(&j, 2, 0, 0, 0);
   run_rank_threads(&j, net_rank);
   CHECK_EQ_INT(fake_live(), 0);
+  /* Through the GPUDirect shim (test/plugin/net_gdr_shim.c), its counters show what the
+   * transport asked of it: with GPUDirect every end registered as CUDA memory and one flush per
+   * receive that carried bytes; without (the path beyond NCCL_NET_GDR_LEVEL) neither. */
+  if (!through_shim) {
+    CHECK_TRUE(!net_expect_gdr()); /* GPUDirect is tested through the shim only */
+    return;
+  }
+  if (shim == NULL) return;
+  void (*stats)(uint64_t*) = (void (*)(uint64_t*))dlsym(shim, "choir_gdrshim_stats");
+  CHECK_TRUE(stats != NULL);
+  if (stats != NULL) {
+    uint64_t st[GDRSHIM_NSTATS];
+    stats(st);
+    const int gdr = net_expect_gdr();
+    CHECK_EQ_INT(st[GDRSHIM_CUDA_REGS], gdr ? 2 * 2 * NET_CHANNELS : 0);
+    CHECK_EQ_INT(st[GDRSHIM_FLUSHES], gdr ? __atomic_load_n(&net_nonzero_recvs, __ATOMIC_RELAXED) : 0);
+    CHECK_TRUE(!gdr || net_nonzero_recvs > 0);
+  }
+  dlclose(shim);
 }
 
 /* ---- NIC placement -------------------------------------------------------------------------- */
@@ -1245,16 +1288,29 @@ static void case_place_nearest(void) {
   const topo_rank_info_t gpu0 = {.rank = 0, .cuda_dev = 0, .bus_id = topo_busid_parse("0000:11:00.0")};
   const topo_rank_info_t gpu1 = {.rank = 1, .cuda_dev = 1, .bus_id = topo_busid_parse("0000:21:00.0")};
   int devs[8], n = -1, type = -1;
-  CHECK_EQ_INT(transport_net_nearest(&gpu0, nics, 3, devs, 8, &n, &type), ncclSuccess);
+  uint8_t gdr[3][2];
+  memset(gdr, 0xff, sizeof(gdr));
+  CHECK_EQ_INT(transport_net_nearest(&gpu0, nics, 3, devs, 8, &n, &type, gdr), ncclSuccess);
   CHECK_EQ_INT(n, 2);
   if (n == 2) {
     CHECK_EQ_INT(devs[0], 0);
     CHECK_EQ_INT(devs[1], 2);
   }
   CHECK_EQ_INT(type, TOPO_PATH_PIX);
-  CHECK_EQ_INT(transport_net_nearest(&gpu1, nics, 3, devs, 8, &n, &type), ncclSuccess);
+  /* GPUDirect RDMA: both ways with the NIC in GPU 0's switch (PIX, within the default PXB; sm90
+   * reads by default); not with the other switch's NIC (through the CPU: PHB). */
+  for (int d = 0; d < 3; d++)
+    for (int k = 0; k < 2; k++) CHECK_EQ_INT(gdr[d][k], d == 1 ? 0 : 1);
+  CHECK_EQ_INT(transport_net_nearest(&gpu1, nics, 3, devs, 8, &n, &type, NULL), ncclSuccess);
   CHECK_EQ_INT(n, 1);
   CHECK_EQ_INT(devs[0], 1);
+  /* A plugin without CUDA pointers: no GPUDirect, whatever the path. */
+  topo_nic_props_t host_only[3];
+  memcpy(host_only, nics, sizeof(host_only));
+  for (int d = 0; d < 3; d++) host_only[d].gdr = 0;
+  CHECK_EQ_INT(transport_net_nearest(&gpu0, host_only, 3, devs, 8, &n, &type, gdr), ncclSuccess);
+  for (int d = 0; d < 3; d++)
+    for (int k = 0; k < 2; k++) CHECK_EQ_INT(gdr[d][k], 0);
 }
 
 /* ---- main ----------------------------------------------------------------------------------- */
