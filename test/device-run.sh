@@ -18,7 +18,9 @@
 #              net-socket over NET_IFNAME, default lo), CUDA-graph replays, the semantic
 #              cases, and (4 GPUs or more) procs posing as 2 hosts (hosts: CHOIR_TEST_HOSTS=2,
 #              NCCL_HOSTID per process: p2p within a "host", the network between), and net1
-#              (the network with NCCL_NCHANNELS_PER_NET_PEER=1, 2 GPUs); ARGS replace the default --quick of the matrix runs, '+' for a space
+#              (the network with NCCL_NCHANNELS_PER_NET_PEER=1, 2 GPUs); gdr only when named in
+#              CHECK_CONFIGS (the network through test/plugin's GPUDirect shim, CHOIR_NET_GDR=1:
+#              buffers in GPU memory, flushes; it stalled on 2 x H200, see README); ARGS replace the default --quick of the matrix runs, '+' for a space
 #              (check:--full, check:--ops=allreduce,sendrecv+--sizes=1,1MB).
 #              LIB=choir (default: BUILD) or LIB=nvidia picks the library; a table goes into the
 #              summary. CHECK_CONFIGS narrows the configs (e.g. "2:threads:p2p 4:procs:shm").
@@ -29,6 +31,7 @@
 # Environment: NGPUS (default: all), BUILD (default build-dev), PERF_ARGS (perf options),
 # REF_TOPO (ranks of ref runs, default "-g NGPUS"; e.g. "-p 4"), REF_TAG (log name suffix),
 # LIB (check steps: choir or nvidia), CHECK_CONFIGS, CHECK_TIMEOUT (seconds per run, default 900),
+# CHECK_STACKS_AT (seconds: a check run still going then gets its threads' stacks, gdb),
 # OUT (where logs and tables go; the device tool provides it).
 #   test/device-run.sh build gpu init
 set -uo pipefail
@@ -230,6 +233,11 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
                        NCCL_DEBUG_SUBSYS=INIT) ;;
           net1) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}
                       NCCL_NCHANNELS_PER_NET_PEER=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P) ;;
+          gdr) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}
+                     NCCL_NET_PLUGIN="$PWD/$build/test/plugin/libnccl-net-gdrshim.so"
+                     CHOIR_GDRSHIM_INNER="$PWD/$build/plugins/libnccl-net-socket.so"
+                     NCCL_NET_GDR_LEVEL=SYS CHOIR_NET_GDR=1 CHOIR_GDRSHIM_REPORT=1 NCCL_DEBUG=INFO
+                     NCCL_DEBUG_SUBSYS=INIT,NET) ;;
           graph) extra=(--graph 3) ;;
           semantics) extra=(--case all) ;;
         esac
@@ -237,8 +245,26 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         log="$out/check-${LIB:-choir}-$n-$mode-$tr.log"
         t0=$(date +%s)
         env ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$libdir" CHOIR_TEST_NDEV="$n" \
-          timeout "${CHECK_TIMEOUT:-900}" "$exe" --mode "$mode" "${runargs[@]}" >"$log" 2>&1
+          timeout "${CHECK_TIMEOUT:-900}" "$exe" --mode "$mode" "${runargs[@]}" >"$log" 2>&1 &
+        run_pid=$!
+        # CHECK_STACKS_AT=S: a run still going after S seconds gets every thread's stack (gdb)
+        # of each of its processes written to $log.stacks, then runs on to its timeout.
+        if [ -n "${CHECK_STACKS_AT:-}" ]; then
+          (
+            sleep "$CHECK_STACKS_AT"
+            for p in $(pgrep -f "^$exe --mode $mode"); do
+              echo "== pid $p; threads by wait channel:" >>"$log.stacks"
+              for tk in /proc/"$p"/task/*; do
+                echo "  $(cat "$tk/comm" 2>/dev/null) $(cat "$tk/wchan" 2>/dev/null)"
+              done | sort | uniq -c >>"$log.stacks"
+              timeout 60 gdb -p "$p" -batch -ex "thread apply all bt 15" >>"$log.stacks" 2>&1
+            done
+          ) &
+          stacks_pid=$!
+        fi
+        wait "$run_pid"
         rc=$?
+        [ -n "${CHECK_STACKS_AT:-}" ] && { kill "$stacks_pid" 2>/dev/null; wait "$stacks_pid" 2>/dev/null; }
         # The knob must show: every network peer with 1 send/recv channel, none with more.
         if [ "$tr" = net1 ] && { ! grep -q " 1 send/recv channels with rank" "$log" ||
           grep -qE " ([2-9]|[1-9][0-9]+) send/recv channels with rank .* via (NET|net)" "$log"; }; then
@@ -249,6 +275,17 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         if [ "$tr" = hosts ] && { ! grep -q "via NET" "$log" || ! grep -q "via P2P" "$log"; }; then
           note "  hosts: the connections were not both P2P (within a host) and NET (between hosts)"
           rc=1
+        fi
+        # GPUDirect through the shim: every rank must say so, and the shim must have seen GPU
+        # memory registered, sent from, received into and flushed.
+        if [ "$tr" = gdr ]; then
+          ng=$(grep -c "GPU Direct RDMA with network device .*: receives and sends" "$log")
+          shim=$(grep "^gdrshim: " "$log" | tail -1)
+          if [ "$ng" -lt "$n" ] || ! echo "$shim" | grep -qE "\(device [1-9][0-9]*\), device sends [1-9]" ||
+            ! echo "$shim" | grep -qE "device recvs [1-9][0-9]* .*flushes [1-9]"; then
+            note "  gdr: $ng of $n ranks on GPUDirect; shim: ${shim:-no report}"
+            rc=1
+          fi
         fi
         res=$(grep -E '^coll-check: [0-9]+ cases' "$log" | tail -1)
         c=$(echo "$res" | awk '{print $2}') f=$(echo "$res" | awk '{print $4}')
