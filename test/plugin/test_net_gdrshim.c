@@ -30,6 +30,7 @@
 #include "capture_log.h"
 #include "check.h"
 #include "nccl_net.h"
+#include "net_pair.h"
 #include "net_gdr_shim.h"
 
 #define KiB ((size_t)1024)
@@ -53,11 +54,7 @@ static void* ctx;
 static void (*get_stats)(uint64_t out[S_N]);
 static uint64_t (*get_flush_buffers)(void);
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+static double now_s(void) { return net_pair_now_s(); }
 
 static void fill(unsigned char* p, size_t n, unsigned seed) {
   uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
@@ -74,23 +71,7 @@ static void stats(uint64_t out[S_N]) { get_stats(out); }
 /* ---- connections and transfers --------------------------------------------------------------- */
 
 static bool connect_pair(void** s_p, void** r_p) {
-  char handle[NCCL_NET_HANDLE_MAXSIZE];
-  memset(handle, 0, sizeof(handle));
-  void* l = NULL;
-  *s_p = *r_p = NULL;
-  CHECK_EQ_INT(net->listen(ctx, 0, handle, &l), ncclSuccess);
-  if (l == NULL) return false;
-  ncclNetDeviceHandle_v12_t* dh = NULL;
-  double t0 = now_s();
-  bool ok = true;
-  while ((*s_p == NULL || *r_p == NULL) && ok) {
-    if (*s_p == NULL) ok = net->connect(ctx, 0, handle, s_p, &dh) == ncclSuccess;
-    if (ok && *r_p == NULL) ok = net->accept(l, r_p, &dh) == ncclSuccess;
-    if (now_s() - t0 > HANG_S) ok = false;
-  }
-  CHECK_MSG(ok, "connect/accept did not complete");
-  CHECK_EQ_INT(net->closeListen(l), ncclSuccess);
-  return ok;
+  return net_pair_connect(net, ctx, HANG_S, s_p, r_p);
 }
 
 /* One transfer: n bytes from src into a receive of `room` bytes at dst; with sizes_null the

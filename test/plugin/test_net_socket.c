@@ -21,6 +21,7 @@
 #include "capture_log.h"
 #include "check.h"
 #include "nccl_net.h"
+#include "net_pair.h"
 
 #define MiB (1024 * 1024)
 
@@ -29,11 +30,7 @@ static void* ctx;
 
 /* ---- the plugin's log: test_log, log_buf, log_clear (test/harness/capture_log.h) ---- */
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+static double now_s(void) { return net_pair_now_s(); }
 
 /* Loops may spin this long before the test calls it a hang. */
 #define HANG_S 20.0
@@ -41,23 +38,7 @@ static double now_s(void) {
 /* ---- helpers ---- */
 
 static bool connect_pair(void** s_p, void** r_p) {
-  char handle[NCCL_NET_HANDLE_MAXSIZE];
-  memset(handle, 0, sizeof(handle));
-  void* l = NULL;
-  *s_p = *r_p = NULL;
-  CHECK_EQ_INT(net->listen(ctx, 0, handle, &l), ncclSuccess);
-  if (l == NULL) return false;
-  ncclNetDeviceHandle_v12_t* dh = NULL;
-  double t0 = now_s();
-  bool ok = true;
-  while ((*s_p == NULL || *r_p == NULL) && ok) {
-    if (*s_p == NULL) ok = ok && net->connect(ctx, 0, handle, s_p, &dh) == ncclSuccess;
-    if (*r_p == NULL) ok = ok && net->accept(l, r_p, &dh) == ncclSuccess;
-    if (now_s() - t0 > HANG_S) ok = false;
-  }
-  CHECK_MSG(ok, "connect/accept did not complete");
-  CHECK_EQ_INT(net->closeListen(l), ncclSuccess);
-  return ok;
+  return net_pair_connect(net, ctx, HANG_S, s_p, r_p);
 }
 
 static void fill(unsigned char* p, size_t n, unsigned seed) {
