@@ -243,20 +243,25 @@ static int proxy_recv(proxy_t* p, proxy_end_t* e) {
   return progress;
 }
 
+/* Room for `need` ends in *v (capacity *cap, doubled from 16 as needed). False without memory. */
+static bool proxy_reserve(proxy_end_t*** v, int* cap, int need) {
+  if (need <= *cap) return true;
+  int c = *cap ? *cap : 16;
+  while (c < need) c *= 2;
+  proxy_end_t** nv = realloc(*v, (size_t)c * sizeof(*nv));
+  if (nv == NULL) return false;
+  *v = nv;
+  *cap = c;
+  return true;
+}
+
 /* Takes the ends proxy_add handed over (proxy thread); without memory, again next sweep. */
 static void proxy_take_incoming(proxy_t* p) {
   pthread_mutex_lock(&p->lock);
   const int n = p->nincoming;
-  if (n > 0 && p->nends + n > p->cap) {
-    int cap = p->cap ? p->cap : 16;
-    while (cap < p->nends + n) cap *= 2;
-    proxy_end_t** ends = realloc(p->ends, (size_t)cap * sizeof(*ends));
-    if (ends == NULL) {
-      pthread_mutex_unlock(&p->lock);
-      return;
-    }
-    p->ends = ends;
-    p->cap = cap;
+  if (!proxy_reserve(&p->ends, &p->cap, p->nends + n)) {
+    pthread_mutex_unlock(&p->lock);
+    return;
   }
   if (n > 0) memcpy(p->ends + p->nends, p->incoming, sizeof(*p->incoming) * (size_t)n);
   p->nends += n;
@@ -404,17 +409,10 @@ void proxy_destroy(proxy_t* p) {
 ncclResult_t proxy_add(proxy_t* p, const proxy_conn_t* conns, int n) {
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&p->lock);
-  if (p->nincoming + n > p->incap) {
-    int cap = p->incap ? p->incap : 16;
-    while (cap < p->nincoming + n) cap *= 2;
-    proxy_end_t** v = realloc(p->incoming, (size_t)cap * sizeof(*v));
-    if (v == NULL) {
-      WARN("proxy: out of memory for %d connection ends", cap);
-      res = ncclSystemError;
-      goto out;
-    }
-    p->incoming = v;
-    p->incap = cap;
+  if (!proxy_reserve(&p->incoming, &p->incap, p->nincoming + n)) {
+    WARN("proxy: out of memory for %d connection ends", p->nincoming + n);
+    res = ncclSystemError;
+    goto out;
   }
   for (int i = 0; i < n; i++) {
     proxy_end_t* e = calloc(1, sizeof(*e));

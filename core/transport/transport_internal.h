@@ -87,6 +87,8 @@ typedef struct transport_res {
 
 /* Release what r holds and free r. Safe with NULL. */
 void transport_res_release(transport_res_t* r);
+/* bytes of device memory (transport_cuda()->dev_alloc, zeroed): a TRANSPORT_RES_DEV. */
+ncclResult_t transport_res_dev(size_t bytes, transport_res_t** res_p);
 void transport_res_release_list(transport_res_t* list);
 /* Keep r until transport_destroy (and count its bytes). Safe with NULL. */
 void transport_res_push(transport_t* t, transport_res_t* r);
@@ -140,7 +142,8 @@ struct transport {
   net_t* net;
   int net_devs[TRANSPORT_MAX_NET_DEVS]; /* the devices this rank's connections use, nearest */
   int net_ndevs;                        /* first; 0: every device in turn */
-  uint8_t net_gdr[TRANSPORT_MAX_NET_DEVS][2]; /* per device: GPUDirect RDMA [receive, send] */
+  uint8_t net_gdr[TRANSPORT_MAX_NET_DEVS][2]; /* per device: GPUDirect RDMA [receive, send]; all
+                                                0 unless CHOIR_NET_GDR=1 */
   proxy_t* proxy;
 };
 

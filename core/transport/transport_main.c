@@ -64,6 +64,20 @@ void transport_res_release(transport_res_t* r) {
   free(r);
 }
 
+ncclResult_t transport_res_dev(size_t bytes, transport_res_t** res_p) {
+  transport_res_t* r = NULL;
+  CHECK(MEM_CALLOC(&r, 1));
+  r->kind = TRANSPORT_RES_DEV;
+  r->bytes = bytes;
+  ncclResult_t res = transport_cuda()->dev_alloc(bytes, &r->ptr);
+  if (res != ncclSuccess) {
+    free(r);
+    return res;
+  }
+  *res_p = r;
+  return ncclSuccess;
+}
+
 void transport_res_release_list(transport_res_t* list) {
   while (list != NULL) {
     transport_res_t* next = list->next;

@@ -60,8 +60,8 @@ ncclResult_t transport_net_nearest(const topo_rank_info_t* me, const topo_nic_pr
 /* Which devices this rank's connections use: those nearest its GPU in this host's topology
  * (topo_rank_nets), spread over the connections by id; and, per device, whether its buffers may
  * be GPU memory (GPUDirect RDMA). Without a topology (detection failed, more devices than
- * TRANSPORT_MAX_NET_DEVS) every device in turn and no GPUDirect, with an INFO line. A single
- * device that takes host pointers only needs no topology. */
+ * TRANSPORT_MAX_NET_DEVS) every device in turn and no GPUDirect, with an INFO line. GPUDirect
+ * is opt-in (CHOIR_NET_GDR=1); without it, a single device needs no topology. */
 static void net_place(transport_t* t) {
   const int ndev = net_ndev(t->net);
   t->net_ndevs = 0;
@@ -70,6 +70,7 @@ static void net_place(transport_t* t) {
   const char* why = NULL;
   ncclNetProperties_v12_t* props = calloc((size_t)ndev, sizeof(*props));
   topo_nic_props_t* nics = calloc((size_t)ndev, sizeof(*nics));
+  const int want_gdr = param_int(PARAM_NET_GDR) == 1;
   int type = TOPO_PATH_DIS, cuda = 0;
   if (ndev > TRANSPORT_MAX_NET_DEVS) why = "too many devices";
   else if (props == NULL || nics == NULL) why = "out of memory";
@@ -78,12 +79,17 @@ static void net_place(transport_t* t) {
     else net_nic_props(&props[d], &nics[d]);
     cuda |= why == NULL && nics[d].gdr;
   }
-  if (why == NULL && ndev == 1 && !cuda) goto done; /* nothing to choose */
+  if (why == NULL && cuda && !want_gdr)
+    INFO(NCCL_INIT | NCCL_NET,
+         "rank %d: the network plugin takes GPU memory; buffers stay in host memory "
+         "(CHOIR_NET_GDR=1 turns GPU Direct RDMA on; experimental)",
+         t->rank);
+  if (why == NULL && ndev == 1 && !(cuda && want_gdr)) goto done; /* nothing to choose */
   if (why == NULL) {
     const topo_rank_info_t me = {.rank = t->rank, .cuda_dev = t->cuda_dev,
                                  .bus_id = t->peers[t->rank].bus_id};
     if (transport_net_nearest(&me, nics, ndev, t->net_devs, TRANSPORT_MAX_NET_DEVS,
-                              &t->net_ndevs, &type, t->net_gdr) != ncclSuccess)
+                              &t->net_ndevs, &type, want_gdr ? t->net_gdr : NULL) != ncclSuccess)
       why = "no topology";
   }
   if (why != NULL) {
@@ -102,13 +108,12 @@ static void net_place(transport_t* t) {
     INFO(NCCL_INIT | NCCL_NET, "rank %d: network devices nearest GPU %d (%s): %s, of %d",
          t->rank, t->cuda_dev, topo_path_type_name(type), list, ndev);
   }
-  for (int d = 0; why == NULL && d < ndev; d++)
+  for (int d = 0; why == NULL && want_gdr && d < ndev; d++)
     if (nics[d].gdr)
       INFO(NCCL_INIT | NCCL_NET, "rank %d: GPU Direct RDMA with network device %d (%s): %s",
            t->rank, d, props[d].name ? props[d].name : "?",
-           param_int(PARAM_NET_GDR) != 1 ? "off (CHOIR_NET_GDR=1 turns it on; experimental)"
-           : t->net_gdr[d][0] ? (t->net_gdr[d][1] ? "receives and sends" : "receives only")
-                              : "off (see NCCL_NET_GDR_LEVEL)");
+           t->net_gdr[d][0] ? (t->net_gdr[d][1] ? "receives and sends" : "receives only")
+                            : "off (see NCCL_NET_GDR_LEVEL)");
 done:
   free(nics);
   free(props);
@@ -165,21 +170,6 @@ static uint32_t net_host_slot(const transport_net_end_t* e, const transport_wire
   return e->gdr ? 0 : m->slot_bytes;
 }
 
-/* GPU memory for a GPUDirect end's slots: a TRANSPORT_RES_DEV. */
-static ncclResult_t net_dev_alloc(size_t bytes, transport_res_t** res_p) {
-  transport_res_t* r = NULL;
-  CHECK(MEM_CALLOC(&r, 1));
-  r->kind = TRANSPORT_RES_DEV;
-  r->bytes = bytes;
-  ncclResult_t res = transport_cuda()->dev_alloc(bytes, &r->ptr);
-  if (res != ncclSuccess) {
-    free(r);
-    return res;
-  }
-  *res_p = r;
-  return ncclSuccess;
-}
-
 ncclResult_t transport_net_host(transport_t* t, transport_group_t* g) {
   CHECK(transport_net_ensure(t));
   const int ndev = net_ndev(t->net);
@@ -190,10 +180,9 @@ ncclResult_t transport_net_host(transport_t* t, transport_group_t* g) {
     const transport_wire_conn_t* m = &g->mine_c[i];
     /* Channels spread over the NICs. */
     e->dev = t->net_ndevs > 0 ? t->net_devs[m->id % t->net_ndevs] : ndev > 0 ? m->id % ndev : 0;
-    e->gdr = param_int(PARAM_NET_GDR) == 1 && e->dev < TRANSPORT_MAX_NET_DEVS &&
-             t->net_gdr[e->dev][m->is_send ? 1 : 0];
+    e->gdr = e->dev < TRANSPORT_MAX_NET_DEVS && t->net_gdr[e->dev][m->is_send ? 1 : 0];
     if (e->gdr)
-      CHECK(net_dev_alloc((size_t)KERN_NSLOTS * m->slot_bytes, &e->slots));
+      CHECK(transport_res_dev((size_t)KERN_NSLOTS * m->slot_bytes, &e->slots));
     void* dev = NULL;
     CHECK(net_host_alloc((size_t)net_block_bytes(net_host_slot(e, m)), &e->mem, &dev));
     e->dev_base = (char*)dev;

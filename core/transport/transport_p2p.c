@@ -15,16 +15,12 @@
 #include "transport_internal.h"
 
 ncclResult_t transport_p2p_host(transport_t* t, transport_group_t* g) {
-  const transport_cuda_ops_t* cu = transport_cuda();
   uint64_t bytes = transport_wire_layout(KERN_TRANSPORT_P2P, g->mine_c, g->n);
   transport_res_t* r = NULL;
   ncclResult_t res = ncclSuccess;
-  CHECK(MEM_CALLOC(&r, 1));
-  r->kind = TRANSPORT_RES_DEV;
   /* cudaMalloc promises 256-byte alignment only: allocate one alignment unit more and start
    * the block at the first TRANSPORT_BUFF_ALIGN boundary (the offset travels with the handle). */
-  r->bytes = (size_t)bytes + TRANSPORT_BUFF_ALIGN;
-  CHECK_GOTO(cu->dev_alloc(r->bytes, &r->ptr), res, err_free);
+  CHECK(transport_res_dev((size_t)bytes + TRANSPORT_BUFF_ALIGN, &r));
   uintptr_t base = (uintptr_t)r->ptr;
   uintptr_t start = (base + TRANSPORT_BUFF_ALIGN - 1) & ~(uintptr_t)(TRANSPORT_BUFF_ALIGN - 1);
   g->mine.has_block = 1;
@@ -32,15 +28,12 @@ ncclResult_t transport_p2p_host(transport_t* t, transport_group_t* g) {
   g->mine.block_ptr = (uint64_t)start;
   g->mine.block_offset = (uint64_t)(start - base);
   if (t->peers[g->peer].pid_hash != t->peers[t->rank].pid_hash)
-    CHECK_GOTO(cu->ipc_get(r->ptr, g->mine.ipc_handle), res, err_release);
+    CHECK_GOTO(transport_cuda()->ipc_get(r->ptr, g->mine.ipc_handle), res, err_release);
   g->own = r;
   g->own_base = (char*)start;
   return ncclSuccess;
 err_release:
   transport_res_release(r);
-  return res;
-err_free:
-  free(r);
   return res;
 }
 

@@ -1055,6 +1055,29 @@ static uint64_t net_nonzero_recvs;
 #define NET_SLOT 4096u
 #define NET_LAUNCHES 64
 
+/* The kernel's side of one step: fill send slot s of channel c (from rank to its peer) with its
+ * pattern, its size, then the tail. */
+static void net_publish(kern_conn_t* sc, int rank, uint64_t s, int c) {
+  char* slot = sc->buff + (s % KERN_NSLOTS) * NET_SLOT;
+  const uint32_t bytes = net_step_bytes(c, s, NET_SLOT);
+  for (uint32_t k = 0; k < bytes; k++) slot[k] = (char)pattern(rank, 1 - rank, (int)s, c, k);
+  __atomic_store_n(&sc->sizes[s % KERN_NSLOTS], bytes, __ATOMIC_RELAXED);
+  __atomic_store_n(sc->tail, s + 1, __ATOMIC_RELEASE);
+}
+
+/* And of the receive: check receive slot r of channel c (from the peer to rank), count it, then
+ * hand the slot back (head). Returns the wrong bytes. */
+static size_t net_consume(kern_conn_t* rc, int rank, uint64_t r, int c) {
+  const char* slot = rc->buff + (r % KERN_NSLOTS) * NET_SLOT;
+  const uint32_t bytes = net_step_bytes(c, r, NET_SLOT);
+  size_t wrong = 0;
+  for (uint32_t k = 0; k < bytes; k++)
+    wrong += (unsigned char)slot[k] != pattern(1 - rank, rank, (int)r, c, k);
+  if (bytes > 0) __atomic_fetch_add(&net_nonzero_recvs, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(rc->head, r + 1, __ATOMIC_RELEASE);
+  return wrong;
+}
+
 /* The kernels' part, played by this thread, until every channel has sent and received `upto`
  * steps: fill send slots (data, size, tail) as head allows, drain receive slots as tail says,
  * count wrong bytes. False at the deadline. */
@@ -1067,21 +1090,12 @@ static int net_move(kern_conn_t* out, int rank, uint64_t* sent, uint64_t* got, u
       kern_conn_t* rc = &out[2 * c + 1];
       uint64_t s = sent[c];
       if (s < upto && __atomic_load_n(sc->head, __ATOMIC_ACQUIRE) + KERN_NSLOTS >= s + 1) {
-        char* slot = sc->buff + (s % KERN_NSLOTS) * NET_SLOT;
-        uint32_t bytes = net_step_bytes(c, s, NET_SLOT);
-        for (uint32_t k = 0; k < bytes; k++) slot[k] = (char)pattern(rank, 1 - rank, (int)s, c, k);
-        __atomic_store_n(&sc->sizes[s % KERN_NSLOTS], bytes, __ATOMIC_RELAXED);
-        __atomic_store_n(sc->tail, s + 1, __ATOMIC_RELEASE);
+        net_publish(sc, rank, s, c);
         sent[c]++;
       }
       uint64_t r = got[c];
       if (r < upto && __atomic_load_n(rc->tail, __ATOMIC_ACQUIRE) >= r + 1) {
-        const char* slot = rc->buff + (r % KERN_NSLOTS) * NET_SLOT;
-        uint32_t bytes = net_step_bytes(c, r, NET_SLOT);
-        for (uint32_t k = 0; k < bytes; k++)
-          *wrong += (unsigned char)slot[k] != pattern(1 - rank, rank, (int)r, c, k);
-        if (bytes > 0) __atomic_fetch_add(&net_nonzero_recvs, 1, __ATOMIC_RELAXED);
-        __atomic_store_n(rc->head, r + 1, __ATOMIC_RELEASE);
+        *wrong += net_consume(rc, rank, r, c);
         got[c]++;
       }
       done &= sent[c] == upto && got[c] == upto;
@@ -1187,11 +1201,7 @@ static int net_rank(int rank, const job_t* j) {
         const uint64_t swept = proxy_sweeps(t->proxy);
         while (proxy_sweeps(t->proxy) < swept + 3 && now_s() < deadline) {
         }
-        char* slot = sc->buff + (s % KERN_NSLOTS) * NET_SLOT;
-        const uint32_t bytes = net_step_bytes(0, s, NET_SLOT);
-        for (uint32_t b = 0; b < bytes; b++) slot[b] = (char)pattern(0, 1, (int)s, 0, b);
-        __atomic_store_n(&sc->sizes[s % KERN_NSLOTS], bytes, __ATOMIC_RELAXED);
-        __atomic_store_n(sc->tail, s + 1, __ATOMIC_RELEASE);
+        net_publish(sc, 0, s, 0);
         proxy_launch_end(t->proxy);
         while (__atomic_load_n(&net_delivered, __ATOMIC_ACQUIRE) < k + 1 && now_s() < deadline) {
         }
@@ -1205,12 +1215,7 @@ static int net_rank(int rank, const job_t* j) {
       for (; k < NET_LAUNCHES && now_s() < deadline;) {
         const uint64_t r = first + (uint64_t)k;
         if (__atomic_load_n(rc->tail, __ATOMIC_ACQUIRE) < r + 1) continue;
-        const char* slot = rc->buff + (r % KERN_NSLOTS) * NET_SLOT;
-        const uint32_t bytes = net_step_bytes(0, r, NET_SLOT);
-        for (uint32_t b = 0; b < bytes; b++)
-          wrong += (unsigned char)slot[b] != pattern(0, 1, (int)r, 0, b);
-        if (bytes > 0) __atomic_fetch_add(&net_nonzero_recvs, 1, __ATOMIC_RELAXED);
-        __atomic_store_n(rc->head, r + 1, __ATOMIC_RELEASE);
+        wrong += net_consume(rc, 1, r, 0);
         __atomic_store_n(&net_delivered, ++k, __ATOMIC_RELEASE);
       }
       proxy_launch_end(t->proxy);
