@@ -31,7 +31,9 @@
 # Environment: NGPUS (default: all), BUILD (default build-dev), PERF_ARGS (perf options),
 # REF_TOPO (ranks of ref runs, default "-g NGPUS"; e.g. "-p 4"), REF_TAG (log name suffix),
 # LIB (check steps: choir or nvidia), CHECK_CONFIGS, CHECK_TIMEOUT (seconds per run, default 900),
-# CHECK_STACKS_AT (seconds: a check run still going then gets its threads' stacks, gdb),
+# CHECK_STACKS_AT (seconds: a check run still going then gets its threads' stacks: gdb, or
+# without it coll_check's own SIGUSR2 dump, CHOIR_TEST_STACKS=1, resolved with addr2line),
+# LOGS=keep (leave every log in OUT; default: only logs.tgz and summary.txt stay),
 # OUT (where logs and tables go; the device tool provides it).
 #   test/device-run.sh build gpu init
 set -uo pipefail
@@ -48,6 +50,33 @@ note() { echo "$*" | tee -a "$summary"; }
 compare_run() {
   test/perf/compare --lib-a "$PWD/$build" --name-a choir --lib-b "$ref_lib" --name-b nccl \
     --bin-dir "$build/test/perf" --ops "$1" --ngpus "$ngpus" --out "$2" ${PERF_ARGS:-} >"$3" 2>&1
+}
+
+# stack_resolve LOG: the "== stack of thread" blocks coll_check wrote to LOG, each frame
+# "object(+0xOFF)[addr]" resolved to function and line with addr2line.
+stack_resolve() {
+  python3 - "$1" <<'PYEOF'
+import re, subprocess, sys
+frame = re.compile(r"^(/[^(]+)\(([^)]*)\)\[(0x[0-9a-f]+)\]$")
+for line in open(sys.argv[1], errors="replace"):
+    line = line.rstrip("\n")
+    if line.startswith("== stack of thread"):
+        print(line)
+        continue
+    m = frame.match(line)
+    if not m:
+        continue
+    obj, sym, _ = m.groups()
+    where = sym
+    if sym.startswith("+0x"):
+        try:
+            r = subprocess.run(["addr2line", "-f", "-C", "-e", obj, sym[1:]], capture_output=True,
+                               text=True, timeout=20).stdout.split("\n")
+            where = "%s %s" % (r[0], r[1].rsplit("/", 1)[-1]) if len(r) > 1 else sym
+        except Exception:
+            pass
+    print("    %-40s %s" % (where, obj.rsplit("/", 1)[-1]))
+PYEOF
 }
 
 # NVIDIA's NCCL, as shipped with PyTorch: the reference.
@@ -244,6 +273,7 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         if [ "$tr" = semantics ]; then runargs=("${extra[@]}"); else runargs=($args ${extra[@]+"${extra[@]}"}); fi
         log="$out/check-${LIB:-choir}-$n-$mode-$tr.log"
         t0=$(date +%s)
+        [ -n "${CHECK_STACKS_AT:-}" ] && envs+=(CHOIR_TEST_STACKS=1)
         env ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$libdir" CHOIR_TEST_NDEV="$n" \
           timeout "${CHECK_TIMEOUT:-900}" "$exe" --mode "$mode" "${runargs[@]}" >"$log" 2>&1 &
         run_pid=$!
@@ -257,7 +287,19 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
               for tk in /proc/"$p"/task/*; do
                 echo "  $(cat "$tk/comm" 2>/dev/null) $(cat "$tk/wchan" 2>/dev/null)"
               done | sort | uniq -c >>"$log.stacks"
-              timeout 60 gdb -p "$p" -batch -ex "thread apply all bt 15" >>"$log.stacks" 2>&1
+              if command -v gdb >/dev/null; then
+                timeout 60 gdb -p "$p" -batch -ex "thread apply all bt 15" >>"$log.stacks" 2>&1
+              else
+                # No debugger: coll_check (CHOIR_TEST_STACKS=1) writes a thread's frames to its
+                # log on SIGUSR2; one thread at a time, resolved after the run (stack_resolve).
+                python3 -c '
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+pid = int(sys.argv[1])
+for tid in sorted(int(t) for t in os.listdir("/proc/%d/task" % pid)):
+    libc.syscall(234, pid, tid, 12)  # tgkill(pid, tid, SIGUSR2)
+    time.sleep(0.2)' "$p" 2>>"$log.stacks"
+              fi
             done
           ) &
           stacks_pid=$!
@@ -265,6 +307,7 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         wait "$run_pid"
         rc=$?
         [ -n "${CHECK_STACKS_AT:-}" ] && { kill "$stacks_pid" 2>/dev/null; wait "$stacks_pid" 2>/dev/null; }
+        [ -n "${CHECK_STACKS_AT:-}" ] && stack_resolve "$log" >>"$log.stacks"
         # The knob must show: every network peer with 1 send/recv channel, none with more.
         if [ "$tr" = net1 ] && { ! grep -q " 1 send/recv channels with rank" "$log" ||
           grep -qE " ([2-9]|[1-9][0-9]+) send/recv channels with rank .* via (NET|net)" "$log"; }; then
@@ -311,6 +354,11 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
   esac
 done
 tar -C "$out" -czf "$out/logs.tgz" --exclude logs.tgz . 2>/dev/null
+# The device tool brings back only a few files: leave the archive and the summary (LOGS=keep
+# leaves every log as well).
+if [ "${LOGS:-}" != keep ] && [ -s "$out/logs.tgz" ]; then
+  find "$out" -mindepth 1 -maxdepth 1 ! -name logs.tgz ! -name summary.txt -exec rm -rf {} +
+fi
 echo
 echo "==== summary ===="
 cat "$summary"

@@ -23,13 +23,16 @@
  * 2 bad command line, 77 no GPU.
  */
 #include <errno.h>
+#include <execinfo.h>
 #include <getopt.h>
 #include <math.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1803,6 +1806,38 @@ static int cc_parse(struct cc_opts* o, int argc, char** argv) {
   return 0;
 }
 
+/* CHOIR_TEST_STACKS=1: SIGUSR2 makes the thread that takes it write its call stack to stderr
+ * (raw frames; test/device-run.sh sends it to every thread of a lingering run and resolves the
+ * offsets with addr2line). A debugging aid for stalls where no debugger is installed. */
+static void cc_stack_signal(int sig) {
+  (void)sig;
+  void* frames[48];
+  int n = backtrace(frames, 48);
+  char line[48] = "== stack of thread ";
+  size_t len = strlen(line);
+  char digits[24];
+  int nd = 0;
+  for (long tid = (long)syscall(SYS_gettid); tid > 0 && nd < 24; tid /= 10)
+    digits[nd++] = (char)('0' + tid % 10);
+  while (nd > 0 && len < sizeof(line) - 2) line[len++] = digits[--nd];
+  line[len++] = '\n';
+  if (write(2, line, len) < 0) return;
+  backtrace_symbols_fd(frames, n, 2);
+}
+
+static void cc_stack_install(void) {
+  const char* e = getenv("CHOIR_TEST_STACKS");
+  if (e == NULL || strcmp(e, "1") != 0) return;
+  void* warm[2];
+  backtrace(warm, 2); /* loads the unwinder now, not inside the handler */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = cc_stack_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR2, &sa, NULL);
+}
+
 int main(int argc, char** argv) {
   struct cc_opts o;
   int rc = cc_parse(&o, argc, argv);
@@ -1810,6 +1845,7 @@ int main(int argc, char** argv) {
   int skipped = 0, worst = 0;
   if (rc) return rc;
   setvbuf(stdout, NULL, _IOLBF, 0);
+  cc_stack_install();
   /* The per-GPU processes are forked first, before this process touches CUDA. */
   if (o.modes & CC_MODE_PROCS) {
     rc = cc_run_procs(&o, &cases, &failed);

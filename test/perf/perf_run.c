@@ -333,11 +333,17 @@ static void perf_capture_begin(struct perf_worker* wk) {
   }
 }
 
+/* Every capture ends before any graph is instantiated: instantiating is not permitted while
+ * another stream of this thread is still capturing (several GPUs per thread). */
 static void perf_capture_end(struct perf_worker* wk) {
   for (int g = 0; g < wk->ctx->ngpus; g++) {
     struct perf_gpu* gp = &wk->gpus[g];
     PERF_CUDA(wk, cudaSetDevice(gp->dev));
     PERF_CUDA(wk, cudaStreamEndCapture(gp->stream, &gp->graph));
+  }
+  for (int g = 0; g < wk->ctx->ngpus; g++) {
+    struct perf_gpu* gp = &wk->gpus[g];
+    PERF_CUDA(wk, cudaSetDevice(gp->dev));
     PERF_CUDA(wk, cudaGraphInstantiate(&gp->exec, gp->graph, 0));
   }
 }
