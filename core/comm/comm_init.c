@@ -113,19 +113,94 @@ static int comm_p2p_policy(void* ctx, int peer, int* use_read_p) {
   return allowed;
 }
 
-/* Topology of this host and the ring search, when every rank is on it (the network path,
- * issue 7, brings the multi-node search). Identical on every rank: the same all-gathered input
- * and a deterministic search. Fills *graph_p (NULL when skipped). */
+/* Ranks on several hosts: every rank models its own host with the network's devices in it,
+ * searches it (graph_search_node), and the per-host results, all-gathered, are combined into
+ * the same rings everywhere (graph_combine). Nodes are numbered by their first rank. Every rank
+ * takes part in both exchanges even when its own part failed, so that all of them agree: then
+ * nobody gets a graph (rings in rank order), with an INFO line. */
+static ncclResult_t comm_topology_hosts(ncclComm_t comm, const comm_peer_info_t* peers,
+                                        graph_t** graph_p) {
+  const int n = comm->nranks;
+  int32_t* node = NULL;
+  topo_rank_info_t* tr = NULL;
+  graph_rank_info_t* gr = NULL;
+  graph_node_result_t* res_all = NULL;
+  graph_node_result_t* per_node = NULL;
+  topo_nic_props_t* nics = NULL;
+  int nnics = 0, nnodes = 0, nlocal = 0;
+  const char* why = NULL;
+  ncclResult_t res = MEM_CALLOC(&node, (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&tr, (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&gr, (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&res_all, (size_t)n);
+  if (res != ncclSuccess) goto out;
+  for (int r = 0; r < n; r++) {
+    int q = 0;
+    while (q < r && peers[q].host_hash != peers[r].host_hash) q++;
+    node[r] = q < r ? node[q] : nnodes++;
+  }
+  const int me = comm->rank;
+  for (int r = 0; r < n; r++)
+    if (node[r] == node[me])
+      tr[nlocal++] = (topo_rank_info_t){.rank = r, .cuda_dev = peers[r].cuda_dev,
+                                        .bus_id = peers[r].bus_id};
+  /* This rank's part: its host's model with the NICs, its GPU there, its host's search. */
+  int g = -1;
+  if (transport_net_nics(comm->config.net_name, comm->comm_hash, comm->config.traffic_class,
+                         &nics, &nnics) != ncclSuccess)
+    why = "no network to describe";
+  topo_detect_env_t env = {.gpu_sm = comm_gpu_sm};
+  if (why == NULL && topo_system_build(&env, tr, nlocal, me, nics, nnics, &comm->topo) != ncclSuccess)
+    why = "no topology of this host";
+  if (why == NULL && topo_rank_to_gpu(comm->topo, me, &g) != ncclSuccess) why = "no GPU here";
+  gr[me] = (graph_rank_info_t){.node = node[me], .local_gpu = g};
+  res = bootstrap_allgather(comm->bootstrap, gr, sizeof(*gr));
+  if (res != ncclSuccess) goto out;
+  int all_placed = 1;
+  for (int r = 0; r < n; r++) all_placed &= gr[r].local_gpu >= 0 && gr[r].node == node[r];
+  if (why == NULL && all_placed &&
+      graph_search_node(comm->topo, gr, n, node[me], nnodes, &res_all[me]) != ncclSuccess)
+    why = "the search of this host failed";
+  if (why != NULL || !all_placed) res_all[me].magic = 0;
+  res = bootstrap_allgather(comm->bootstrap, res_all, sizeof(*res_all));
+  if (res != ncclSuccess) goto out;
+  res = MEM_CALLOC(&per_node, (size_t)nnodes);
+  if (res != ncclSuccess) goto out;
+  int complete = 1;
+  for (int r = n - 1; r >= 0; r--) per_node[node[r]] = res_all[r]; /* the node's first rank */
+  for (int k = 0; k < nnodes; k++) complete &= per_node[k].magic == GRAPH_NODE_RESULT_MAGIC;
+  if (!complete) {
+    INFO(NCCL_GRAPH, "comm 0x%llx rank %d: %s; rings in rank order across %d hosts",
+         (unsigned long long)comm->comm_hash, me,
+         why ? why : "another rank could not search its host", nnodes);
+    goto out;
+  }
+  graph_limits_t lim = {.min_channels = 0, .max_channels = 0};
+  if (graph_combine(per_node, nnodes, gr, n, &lim, graph_p) != ncclSuccess) {
+    /* The same inputs on every rank: they all get here, and all use rank order. */
+    INFO(NCCL_GRAPH, "comm 0x%llx: the hosts' searches do not combine; rings in rank order",
+         (unsigned long long)comm->comm_hash);
+    *graph_p = NULL;
+  }
+out:
+  transport_nics_free(nics, nnics);
+  free(per_node);
+  free(res_all);
+  free(gr);
+  free(tr);
+  free(node);
+  return res;
+}
+
+/* Topology of this host and the ring search. Identical on every rank: the same all-gathered
+ * input and a deterministic search. Fills *graph_p (NULL when skipped). */
 static ncclResult_t comm_topology(ncclComm_t comm, const comm_peer_info_t* peers,
                                   graph_t** graph_p) {
   *graph_p = NULL;
   const int n = comm->nranks;
   for (int r = 0; r < n; r++)
-    if (peers[r].host_hash != peers[comm->rank].host_hash) {
-      INFO(NCCL_GRAPH, "comm 0x%llx: ranks span hosts; no topology search before the network "
-           "path exists", (unsigned long long)comm->comm_hash);
-      return ncclSuccess;
-    }
+    if (peers[r].host_hash != peers[comm->rank].host_hash)
+      return comm_topology_hosts(comm, peers, graph_p);
   topo_rank_info_t* tr = NULL;
   graph_rank_info_t* gr = NULL;
   ncclResult_t res = MEM_CALLOC(&tr, (size_t)n);

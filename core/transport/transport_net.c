@@ -34,6 +34,46 @@ static void net_nic_props(const ncclNetProperties_v12_t* p, topo_nic_props_t* ni
                             .coll = 0};
 }
 
+void transport_nics_free(topo_nic_props_t* nics, int n) {
+  if (nics == NULL) return;
+  for (int i = 0; i < n; i++) {
+    free((char*)nics[i].name);
+    free((char*)nics[i].pci_path);
+  }
+  free(nics);
+}
+
+ncclResult_t transport_net_nics(const char* net_name_, uint64_t comm_id, int traffic_class,
+                                topo_nic_props_t** nics_p, int* n_p) {
+  *nics_p = NULL;
+  *n_p = 0;
+  net_t* net = NULL;
+  CHECK(net_select(net_name_, comm_id, traffic_class, &net));
+  const int n = net_ndev(net);
+  topo_nic_props_t* nics = NULL;
+  ncclResult_t res = n > 0 ? MEM_CALLOC(&nics, (size_t)n) : ncclSuccess;
+  for (int d = 0; d < n && res == ncclSuccess; d++) {
+    ncclNetProperties_v12_t p;
+    res = net_props(net, d, &p);
+    if (res != ncclSuccess) break;
+    net_nic_props(&p, &nics[d]);
+    nics[d].name = strdup(p.name ? p.name : "");
+    nics[d].pci_path = p.pciPath ? strdup(p.pciPath) : NULL;
+    if (nics[d].name == NULL || (p.pciPath != NULL && nics[d].pci_path == NULL)) {
+      WARN("net: out of memory describing network device %d", d);
+      res = ncclSystemError;
+    }
+  }
+  net_close(net);
+  if (res != ncclSuccess) {
+    transport_nics_free(nics, n);
+    return res;
+  }
+  *nics_p = nics;
+  *n_p = n;
+  return ncclSuccess;
+}
+
 ncclResult_t transport_net_nearest(const topo_rank_info_t* me, const topo_nic_props_t* nics,
                                    int nnics, int* devs, int max, int* n_p, int* type_p,
                                    uint8_t (*gdr)[2]) {
