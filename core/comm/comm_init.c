@@ -181,6 +181,9 @@ static ncclResult_t comm_topology_hosts(ncclComm_t comm, const comm_peer_info_t*
     INFO(NCCL_GRAPH, "comm 0x%llx: the hosts' searches do not combine; rings in rank order",
          (unsigned long long)comm->comm_hash);
     *graph_p = NULL;
+  } else {
+    INFO(NCCL_GRAPH, "comm 0x%llx rank %d: %d rings from the searches of %d hosts (%d NICs here)",
+         (unsigned long long)comm->comm_hash, me, graph_nchannels(*graph_p), nnodes, nnics);
   }
 out:
   transport_nics_free(nics, nnics);

@@ -74,9 +74,6 @@ typedef struct transport_req {
  */
 ncclResult_t transport_connect(transport_t* t, transport_req_t* reqs, int nreqs, int tag);
 
-/* Inputs of the network choice, made at the first net connection: config.netName (NCCL_NET
- * overrides it; NULL: any), the communicator's id and traffic class (-1: undefined), and the
- * flag the kernels poll (host address), raised by the proxy on a network failure. */
 /* The network a communicator would use (net_name, comm_id, traffic_class as for
  * transport_set_net), opened only to describe its devices as the topology's NICs, then closed:
  * for the topology search at creation, before the transport exists. *nics_p: *n_p entries with
@@ -85,6 +82,9 @@ ncclResult_t transport_net_nics(const char* net_name, uint64_t comm_id, int traf
                                 topo_nic_props_t** nics_p, int* n_p);
 void transport_nics_free(topo_nic_props_t* nics, int n); /* safe with NULL */
 
+/* Inputs of the network choice, made at the first net connection: config.netName (NCCL_NET
+ * overrides it; NULL: any), the communicator's id and traffic class (-1: undefined), and the
+ * flag the kernels poll (host address), raised by the proxy on a network failure. */
 ncclResult_t transport_set_net(transport_t* t, const char* net_name, uint64_t comm_id,
                                int traffic_class, volatile uint32_t* kernel_abort);
 /* Around every kernel launch that may use this transport's connections (capturing: the launch

@@ -102,7 +102,12 @@ static void proc_rank(ncclUniqueId id, int rank, int n) {
 
 /* Each rank is a fresh process: fork, then exec this program at once, since a process that forks
  * while threads run (the rendezvous root) may not use locks those threads held. */
-static void run_procs(int n) {
+static void run_procs_env(int n, const char* log_dir);
+static void run_procs(int n) { run_procs_env(n, NULL); }
+
+/* With log_dir: the first half of the ranks poses as one host and the second half as another
+ * (NCCL_HOSTID), each rank logging GRAPH INFO lines to log_dir/rank<r>.log. */
+static void run_procs_env(int n, const char* log_dir) {
   ncclUniqueId id;
   CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
   char hex[2 * sizeof(id) + 1], n_s[16], rank_s[64][16], ndev_s[16];
@@ -115,6 +120,15 @@ static void run_procs(int n) {
   for (int r = 0; r < n; r++) {
     pids[r] = fork();
     if (pids[r] == 0) {
+      if (log_dir != NULL) {
+        char host[32], file[512];
+        snprintf(host, sizeof(host), "choir-test-host-%d", r < n / 2 ? 0 : 1);
+        snprintf(file, sizeof(file), "%s/rank%d.log", log_dir, r);
+        setenv("NCCL_HOSTID", host, 1);
+        setenv("NCCL_DEBUG", "INFO", 1);
+        setenv("NCCL_DEBUG_SUBSYS", "GRAPH", 1);
+        setenv("NCCL_DEBUG_FILE", file, 1);
+      }
       execl("/proc/self/exe", "test-comm", "--rank", rank_s[r], n_s, hex, ndev_s, (char*)NULL);
       _exit(127);
     }
@@ -142,6 +156,32 @@ static int rank_main(const char* rank_s, const char* n_s, const char* hex, const
 
 static void case_procs_2(void) { run_procs(2); }
 static void case_procs_all(void) { run_procs(ndev); }
+
+/* Ranks on two "hosts": each rank searches its own host (with the network's devices) and the
+ * per-host results combine into the same rings on every rank, which each rank logs. Needs
+ * Choir's net-socket (CHOIR_PLUGIN_DIR, NCCL_SOCKET_IFNAME=lo), as the unit suite sets. */
+static void case_procs_hosts(void) {
+  char dir[] = "/tmp/choir-test-hosts-XXXXXX";
+  CHECK_TRUE(mkdtemp(dir) != NULL);
+  const int n = ndev >= 4 ? 4 : 2;
+  run_procs_env(n, dir);
+  for (int r = 0; r < n; r++) {
+    static char text[1 << 16];
+    char file[512];
+    snprintf(file, sizeof(file), "%s/rank%d.log", dir, r);
+    FILE* f = fopen(file, "r");
+    CHECK_TRUE(f != NULL);
+    if (f == NULL) continue;
+    size_t got = fread(text, 1, sizeof(text) - 1, f);
+    text[got] = '\0';
+    fclose(f);
+    CHECK_CONTAINS(text, "rings from the searches of 2 hosts");
+    /* and no fallback to rank order */
+    CHECK_TRUE(strstr(text, "rings in rank order") == NULL);
+    if (check_failures_ == 0) unlink(file);
+  }
+  if (check_failures_ == 0) rmdir(dir);
+}
 
 /* ---- threads, one rank each ---- */
 typedef struct {
@@ -435,6 +475,7 @@ int main(int argc, char** argv) {
   fork_case("single", case_single);
   if (ndev >= 2) fork_case("procs_2", case_procs_2);
   if (ndev > 2) fork_case("procs_all", case_procs_all);
+  if (ndev >= 2 && getenv("CHOIR_PLUGIN_DIR") != NULL) fork_case("procs_hosts", case_procs_hosts);
   fork_case("threads", case_threads);
   fork_case("group_and_init_all", case_group_and_init_all);
   if (ndev >= 2) fork_case("duplicate_gpu", case_duplicate_gpu);
