@@ -17,7 +17,8 @@
 #              GPU (procs), p2p, NCCL_P2P_DISABLE=1 (shm) and both off (net through
 #              net-socket over NET_IFNAME, default lo), CUDA-graph replays, the semantic
 #              cases, and (4 GPUs or more) procs posing as 2 hosts (hosts: CHOIR_TEST_HOSTS=2,
-#              NCCL_HOSTID per process: p2p within a "host", the network between), and net1
+#              NCCL_HOSTID per process: p2p within a "host", the network between, rings from
+#              the per-host topology searches), and net1
 #              (the network with NCCL_NCHANNELS_PER_NET_PEER=1, 2 GPUs); gdr only when named in
 #              CHECK_CONFIGS (the network through test/plugin's GPUDirect shim, CHOIR_NET_GDR=1:
 #              buffers in GPU memory, flushes; it stalled on 2 x H200, see README); ARGS replace the default --quick of the matrix runs, '+' for a space
@@ -259,7 +260,7 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
           shm) envs=(NCCL_P2P_DISABLE=1) ;;
           net) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}) ;;
           hosts) envs=(CHOIR_TEST_HOSTS=2 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} NCCL_DEBUG=INFO
-                       NCCL_DEBUG_SUBSYS=INIT) ;;
+                       NCCL_DEBUG_SUBSYS=INIT,GRAPH) ;;
           net1) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}
                       NCCL_NCHANNELS_PER_NET_PEER=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P) ;;
           gdr) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}
@@ -317,6 +318,12 @@ for tid in sorted(int(t) for t in os.listdir("/proc/%d/task" % pid)):
         # Posing as 2 hosts must show both: p2p inside a "host" and the network between them.
         if [ "$tr" = hosts ] && { ! grep -q "via NET" "$log" || ! grep -q "via P2P" "$log"; }; then
           note "  hosts: the connections were not both P2P (within a host) and NET (between hosts)"
+          rc=1
+        fi
+        # ... and the rings must come from the per-host searches, not the rank-order fallback.
+        if [ "$tr" = hosts ] && { ! grep -q "rings from the searches of 2 hosts" "$log" ||
+          grep -q "rings in rank order" "$log"; }; then
+          note "  hosts: the rings did not come from the searches of the 2 hosts"
           rc=1
         fi
         # GPUDirect through the shim: every rank must say so, and the shim must have seen GPU
