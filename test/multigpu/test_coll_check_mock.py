@@ -61,6 +61,11 @@ def test_matrix(exe):
         check(out.count(" 0 failed") >= 20, "%s: per-op lines" % what, out)
         check("threads/group-initrank" in out and "threads/initall" in out, "%s: both inits" % what,
               out)
+    # 8 ranks (issue 8's machine), every operation, one type of each kind, one process
+    rc, out, err = run(exe, ["-g", "8", "--sizes", "0,7,4099", "--types", "float,int8,bfloat16",
+                             "--redops", "sum,max"])
+    check(rc == 0 and final(out) == (expected_matrix(3, 3, 2), 0) and "8 ranks" in out,
+          "matrix -g 8: %s" % (final(out),), out + err)
     # sizes in bytes: 1KB of each type
     rc, out, err = run(exe, ["-g", "2", "--sizes", "1KB", "--ops", "allgather", "--types",
                              "double,int8", "-v"])
