@@ -80,6 +80,17 @@ def main():
         check(rc == 1 and "failed (exit status 4)" in err, "a hung run is reported (%d)" % rc,
               out + err)
 
+        # 8 GPUs (issue 8's machine): one process driving 8, and one process per GPU
+        rc, out, err = run(compare, common + ["--ngpus", "8", "--ops", "all_reduce,alltoall",
+                                              "-c", "1"])
+        check(rc == 0 and "== all_reduce, 8 GPUs, out-of-place" in out and
+              "== alltoall, 8 GPUs" in out and " -g 8 " in out, "8 GPUs (%d)" % rc, out + err)
+        rc, out, err = run(compare, common + ["--ngpus", "8", "--procs", "8", "--ops", "all",
+                                              "--dry-run"])
+        cmds = [l for l in out.splitlines() if l.startswith("# [")]
+        check(rc == 0 and len(cmds) == 18 and all(" -p 8 " in c and " -g 1 " in c for c in cmds),
+              "dry run, 8 processes: %d commands" % len(cmds), out + err)
+
         rc, out, err = run(compare, common + ["--ops", "all", "--procs", "2", "--dry-run"])
         cmds = [l for l in out.splitlines() if l.startswith("# [")]
         check(rc == 0 and len(cmds) == 18, "dry run: %d commands" % len(cmds), out + err)
