@@ -121,7 +121,6 @@ static int comm_p2p_policy(void* ctx, int peer, int* use_read_p) {
 static ncclResult_t comm_topology_hosts(ncclComm_t comm, const comm_peer_info_t* peers,
                                         graph_t** graph_p) {
   const int n = comm->nranks;
-  int32_t* node = NULL;
   topo_rank_info_t* tr = NULL;
   graph_rank_info_t* gr = NULL;
   graph_node_result_t* res_all = NULL;
@@ -129,19 +128,21 @@ static ncclResult_t comm_topology_hosts(ncclComm_t comm, const comm_peer_info_t*
   topo_nic_props_t* nics = NULL;
   int nnics = 0, nnodes = 0, nlocal = 0;
   const char* why = NULL;
-  ncclResult_t res = MEM_CALLOC(&node, (size_t)n);
-  if (res == ncclSuccess) res = MEM_CALLOC(&tr, (size_t)n);
+  ncclResult_t res = MEM_CALLOC(&tr, (size_t)n);
   if (res == ncclSuccess) res = MEM_CALLOC(&gr, (size_t)n);
   if (res == ncclSuccess) res = MEM_CALLOC(&res_all, (size_t)n);
   if (res != ncclSuccess) goto out;
+  /* Every rank numbers the nodes alike from the all-gathered host hashes; only the GPUs'
+   * places in their hosts' models need exchanging. */
   for (int r = 0; r < n; r++) {
     int q = 0;
     while (q < r && peers[q].host_hash != peers[r].host_hash) q++;
-    node[r] = q < r ? node[q] : nnodes++;
+    gr[r].node = q < r ? gr[q].node : nnodes++;
   }
   const int me = comm->rank;
+  const int my_node = gr[me].node;
   for (int r = 0; r < n; r++)
-    if (node[r] == node[me])
+    if (gr[r].node == my_node)
       tr[nlocal++] = (topo_rank_info_t){.rank = r, .cuda_dev = peers[r].cuda_dev,
                                         .bus_id = peers[r].bus_id};
   /* This rank's part: its host's model with the NICs, its GPU there, its host's search. */
@@ -153,13 +154,13 @@ static ncclResult_t comm_topology_hosts(ncclComm_t comm, const comm_peer_info_t*
   if (why == NULL && topo_system_build(&env, tr, nlocal, me, nics, nnics, &comm->topo) != ncclSuccess)
     why = "no topology of this host";
   if (why == NULL && topo_rank_to_gpu(comm->topo, me, &g) != ncclSuccess) why = "no GPU here";
-  gr[me] = (graph_rank_info_t){.node = node[me], .local_gpu = g};
+  gr[me].local_gpu = g;
   res = bootstrap_allgather(comm->bootstrap, gr, sizeof(*gr));
   if (res != ncclSuccess) goto out;
   int all_placed = 1;
-  for (int r = 0; r < n; r++) all_placed &= gr[r].local_gpu >= 0 && gr[r].node == node[r];
+  for (int r = 0; r < n; r++) all_placed &= gr[r].local_gpu >= 0;
   if (why == NULL && all_placed &&
-      graph_search_node(comm->topo, gr, n, node[me], nnodes, &res_all[me]) != ncclSuccess)
+      graph_search_node(comm->topo, gr, n, my_node, nnodes, &res_all[me]) != ncclSuccess)
     why = "the search of this host failed";
   if (why != NULL || !all_placed) res_all[me].magic = 0;
   res = bootstrap_allgather(comm->bootstrap, res_all, sizeof(*res_all));
@@ -167,7 +168,7 @@ static ncclResult_t comm_topology_hosts(ncclComm_t comm, const comm_peer_info_t*
   res = MEM_CALLOC(&per_node, (size_t)nnodes);
   if (res != ncclSuccess) goto out;
   int complete = 1;
-  for (int r = n - 1; r >= 0; r--) per_node[node[r]] = res_all[r]; /* the node's first rank */
+  for (int r = n - 1; r >= 0; r--) per_node[gr[r].node] = res_all[r]; /* the node's first rank */
   for (int k = 0; k < nnodes; k++) complete &= per_node[k].magic == GRAPH_NODE_RESULT_MAGIC;
   if (!complete) {
     INFO(NCCL_GRAPH, "comm 0x%llx rank %d: %s; rings in rank order across %d hosts",
@@ -191,7 +192,6 @@ out:
   free(res_all);
   free(gr);
   free(tr);
-  free(node);
   return res;
 }
 
