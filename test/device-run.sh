@@ -53,6 +53,31 @@ compare_run() {
     --bin-dir "$build/test/perf" --ops "$1" --ngpus "$ngpus" --out "$2" ${PERF_ARGS:-} >"$3" 2>&1
 }
 
+# stack_dump LOG PID...: each process's threads by wait channel into LOG.stacks, then their
+# stacks: gdb's, or without a debugger coll_check's own (CHOIR_TEST_STACKS=1: SIGUSR2 makes a
+# thread write its frames to LOG; one thread at a time; stack_resolve reads them after the run).
+stack_dump() {
+  local log=$1 p tk
+  shift
+  for p in "$@"; do
+    echo "== pid $p; threads by wait channel:" >>"$log.stacks"
+    for tk in /proc/"$p"/task/*; do
+      echo "  $(cat "$tk/comm" 2>/dev/null) $(cat "$tk/wchan" 2>/dev/null)"
+    done | sort | uniq -c >>"$log.stacks"
+    if command -v gdb >/dev/null; then
+      timeout 60 gdb -p "$p" -batch -ex "thread apply all bt 15" >>"$log.stacks" 2>&1
+    else
+      python3 -c '
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+pid = int(sys.argv[1])
+for tid in sorted(int(t) for t in os.listdir("/proc/%d/task" % pid)):
+    libc.syscall(234, pid, tid, 12)  # tgkill(pid, tid, SIGUSR2)
+    time.sleep(0.2)' "$p" 2>>"$log.stacks"
+    fi
+  done
+}
+
 # stack_resolve LOG: the "== stack of thread" blocks coll_check wrote to LOG, each frame
 # "object(+0xOFF)[addr]" resolved to function and line with addr2line.
 stack_resolve() {
@@ -250,6 +275,8 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         done
         configs="$configs 2:procs:net1"
       fi
+      # Every rank pair through the network: p2p and shm off, net-socket over NET_IFNAME.
+      net_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo})
       note "check (${LIB:-choir}, $args):"
       note "$(printf '  %-6s %-8s %-10s %-8s %8s %8s %7s' gpus mode transport rc cases failed secs)"
       for cfg in $configs; do
@@ -258,12 +285,12 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         extra=() envs=()
         case "$tr" in
           shm) envs=(NCCL_P2P_DISABLE=1) ;;
-          net) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}) ;;
+          net) envs=("${net_env[@]}") ;;
           hosts) envs=(CHOIR_TEST_HOSTS=2 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} NCCL_DEBUG=INFO
                        NCCL_DEBUG_SUBSYS=INIT,GRAPH) ;;
-          net1) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}
-                      NCCL_NCHANNELS_PER_NET_PEER=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P) ;;
-          gdr) envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}
+          net1) envs=("${net_env[@]}" NCCL_NCHANNELS_PER_NET_PEER=1 NCCL_DEBUG=INFO
+                      NCCL_DEBUG_SUBSYS=P2P) ;;
+          gdr) envs=("${net_env[@]}"
                      NCCL_NET_PLUGIN="$PWD/$build/test/plugin/libnccl-net-gdrshim.so"
                      CHOIR_GDRSHIM_INNER="$PWD/$build/plugins/libnccl-net-socket.so"
                      NCCL_NET_GDR_LEVEL=SYS CHOIR_NET_GDR=1 CHOIR_GDRSHIM_REPORT=1 NCCL_DEBUG=INFO
@@ -278,65 +305,45 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         env ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$libdir" CHOIR_TEST_NDEV="$n" \
           timeout "${CHECK_TIMEOUT:-900}" "$exe" --mode "$mode" "${runargs[@]}" >"$log" 2>&1 &
         run_pid=$!
-        # CHECK_STACKS_AT=S: a run still going after S seconds gets every thread's stack (gdb)
-        # of each of its processes written to $log.stacks, then runs on to its timeout.
-        if [ -n "${CHECK_STACKS_AT:-}" ]; then
-          (
-            sleep "$CHECK_STACKS_AT"
-            for p in $(pgrep -f "^$exe --mode $mode"); do
-              echo "== pid $p; threads by wait channel:" >>"$log.stacks"
-              for tk in /proc/"$p"/task/*; do
-                echo "  $(cat "$tk/comm" 2>/dev/null) $(cat "$tk/wchan" 2>/dev/null)"
-              done | sort | uniq -c >>"$log.stacks"
-              if command -v gdb >/dev/null; then
-                timeout 60 gdb -p "$p" -batch -ex "thread apply all bt 15" >>"$log.stacks" 2>&1
-              else
-                # No debugger: coll_check (CHOIR_TEST_STACKS=1) writes a thread's frames to its
-                # log on SIGUSR2; one thread at a time, resolved after the run (stack_resolve).
-                python3 -c '
-import ctypes, os, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-pid = int(sys.argv[1])
-for tid in sorted(int(t) for t in os.listdir("/proc/%d/task" % pid)):
-    libc.syscall(234, pid, tid, 12)  # tgkill(pid, tid, SIGUSR2)
-    time.sleep(0.2)' "$p" 2>>"$log.stacks"
-              fi
-            done
-          ) &
-          stacks_pid=$!
-        fi
+        # CHECK_STACKS_AT=S: a run still going after S seconds gets its threads' stacks written
+        # to $log.stacks, then runs on to its timeout.
+        [ -n "${CHECK_STACKS_AT:-}" ] &&
+          { sleep "$CHECK_STACKS_AT"; stack_dump "$log" $(pgrep -f "^$exe --mode $mode"); } &
+        stacks_pid=$!
         wait "$run_pid"
         rc=$?
-        [ -n "${CHECK_STACKS_AT:-}" ] && { kill "$stacks_pid" 2>/dev/null; wait "$stacks_pid" 2>/dev/null; }
-        [ -n "${CHECK_STACKS_AT:-}" ] && stack_resolve "$log" >>"$log.stacks"
-        # The knob must show: every network peer with 1 send/recv channel, none with more.
-        if [ "$tr" = net1 ] && { ! grep -q " 1 send/recv channels with rank" "$log" ||
-          grep -qE " ([2-9]|[1-9][0-9]+) send/recv channels with rank .* via (NET|net)" "$log"; }; then
-          note "  net1: NCCL_NCHANNELS_PER_NET_PEER=1 did not give 1 channel per network peer"
-          rc=1
+        if [ -n "${CHECK_STACKS_AT:-}" ]; then
+          kill "$stacks_pid" 2>/dev/null
+          wait "$stacks_pid" 2>/dev/null
+          stack_resolve "$log" >>"$log.stacks"
         fi
-        # Posing as 2 hosts must show both: p2p inside a "host" and the network between them.
-        if [ "$tr" = hosts ] && { ! grep -q "via NET" "$log" || ! grep -q "via P2P" "$log"; }; then
-          note "  hosts: the connections were not both P2P (within a host) and NET (between hosts)"
-          rc=1
-        fi
-        # ... and the rings must come from the per-host searches, not the rank-order fallback.
-        if [ "$tr" = hosts ] && { ! grep -q "rings from the searches of 2 hosts" "$log" ||
-          grep -q "rings in rank order" "$log"; }; then
-          note "  hosts: the rings did not come from the searches of the 2 hosts"
-          rc=1
-        fi
-        # GPUDirect through the shim: every rank must say so, and the shim must have seen GPU
-        # memory registered, sent from, received into and flushed.
-        if [ "$tr" = gdr ]; then
-          ng=$(grep -c "GPU Direct RDMA with network device .*: receives and sends" "$log")
-          shim=$(grep "^gdrshim: " "$log" | tail -1)
-          if [ "$ng" -lt "$n" ] || ! echo "$shim" | grep -qE "\(device [1-9][0-9]*\), device sends [1-9]" ||
-            ! echo "$shim" | grep -qE "device recvs [1-9][0-9]* .*flushes [1-9]"; then
-            note "  gdr: $ng of $n ranks on GPUDirect; shim: ${shim:-no report}"
-            rc=1
-          fi
-        fi
+        # What the configuration must show in its log besides a clean run.
+        case "$tr" in
+          net1) # every network peer with 1 send/recv channel, none with more
+            if ! grep -q " 1 send/recv channels with rank" "$log" ||
+              grep -qE " ([2-9]|[1-9][0-9]+) send/recv channels with rank .* via (NET|net)" "$log"; then
+              note "  net1: NCCL_NCHANNELS_PER_NET_PEER=1 did not give 1 channel per network peer"
+              rc=1
+            fi ;;
+          hosts) # p2p inside a "host", the network between, rings from the per-host searches
+            if ! grep -q "via NET" "$log" || ! grep -q "via P2P" "$log"; then
+              note "  hosts: the connections were not both P2P (within a host) and NET (between hosts)"
+              rc=1
+            fi
+            if ! grep -q "rings from the searches of 2 hosts" "$log" ||
+              grep -q "rings in rank order" "$log"; then
+              note "  hosts: the rings did not come from the searches of the 2 hosts"
+              rc=1
+            fi ;;
+          gdr) # every rank on GPUDirect; the shim saw GPU memory registered, sent, received, flushed
+            ng=$(grep -c "GPU Direct RDMA with network device .*: receives and sends" "$log")
+            shim=$(grep "^gdrshim: " "$log" | tail -1)
+            if [ "$ng" -lt "$n" ] || ! echo "$shim" | grep -qE "\(device [1-9][0-9]*\), device sends [1-9]" ||
+              ! echo "$shim" | grep -qE "device recvs [1-9][0-9]* .*flushes [1-9]"; then
+              note "  gdr: $ng of $n ranks on GPUDirect; shim: ${shim:-no report}"
+              rc=1
+            fi ;;
+        esac
         res=$(grep -E '^coll-check: [0-9]+ cases' "$log" | tail -1)
         c=$(echo "$res" | awk '{print $2}') f=$(echo "$res" | awk '{print $4}')
         note "$(printf '  %-6s %-8s %-10s %-8s %8s %8s %7s' "$n" "$mode" "$tr" "$rc" "${c:--}" "${f:--}" $(( $(date +%s) - t0 )))"

@@ -101,13 +101,10 @@ static void proc_rank(ncclUniqueId id, int rank, int n) {
 }
 
 /* Each rank is a fresh process: fork, then exec this program at once, since a process that forks
- * while threads run (the rendezvous root) may not use locks those threads held. */
-static void run_procs_env(int n, const char* log_dir);
-static void run_procs(int n) { run_procs_env(n, NULL); }
-
-/* With log_dir: the first half of the ranks poses as one host and the second half as another
- * (NCCL_HOSTID), each rank logging GRAPH INFO lines to log_dir/rank<r>.log. */
-static void run_procs_env(int n, const char* log_dir) {
+ * while threads run (the rendezvous root) may not use locks those threads held. With log_dir:
+ * the first half of the ranks poses as one host and the second half as another (NCCL_HOSTID),
+ * each rank logging GRAPH INFO lines to log_dir/rank<r>.log. */
+static void run_procs(int n, const char* log_dir) {
   ncclUniqueId id;
   CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
   char hex[2 * sizeof(id) + 1], n_s[16], rank_s[64][16], ndev_s[16];
@@ -154,8 +151,8 @@ static int rank_main(const char* rank_s, const char* n_s, const char* hex, const
   return check_failures_ == 0 && check_count_ > 0 ? 0 : 1;
 }
 
-static void case_procs_2(void) { run_procs(2); }
-static void case_procs_all(void) { run_procs(ndev); }
+static void case_procs_2(void) { run_procs(2, NULL); }
+static void case_procs_all(void) { run_procs(ndev, NULL); }
 
 /* Ranks on two "hosts": each rank searches its own host (with the network's devices) and the
  * per-host results combine into the same rings on every rank, which each rank logs. Needs
@@ -164,7 +161,7 @@ static void case_procs_hosts(void) {
   char dir[] = "/tmp/choir-test-hosts-XXXXXX";
   CHECK_TRUE(mkdtemp(dir) != NULL);
   const int n = ndev >= 4 ? 4 : 2;
-  run_procs_env(n, dir);
+  run_procs(n, dir);
   for (int r = 0; r < n; r++) {
     static char text[1 << 16];
     char file[512];
