@@ -156,6 +156,10 @@ ncclResult_t cuda_bus_id(int dev, int64_t* bus_id_p);
 ncclResult_t cuda_mem_get_info(size_t* free_p, size_t* total_p);
 /* Compute capability as major * 10 + minor. */
 ncclResult_t cuda_device_sm(int dev, int* sm_p);
+/* Multiprocessors of the device, and whether this process's context on it is an MPS client
+ * (kernels of several processes then run at the same time). */
+ncclResult_t cuda_device_mp_count(int dev, int* n_p);
+ncclResult_t cuda_device_mps(int dev, int* on_p);
 
 /* ncclMemAlloc / ncclMemFree (base_cumem.c): cuMem allocations on the current device, mapped for
  * its peers; cudaMalloc with NCCL_CUMEM_ENABLE=0. */

@@ -48,6 +48,20 @@ ncclResult_t cuda_device_sm(int dev, int* sm_p) {
   return ncclSuccess;
 }
 
+ncclResult_t cuda_device_mp_count(int dev, int* n_p) {
+  int n = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  *n_p = n;
+  return ncclSuccess;
+}
+
+ncclResult_t cuda_device_mps(int dev, int* on_p) {
+  int on = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&on, cudaDevAttrMpsEnabled, dev));
+  *on_p = on != 0;
+  return ncclSuccess;
+}
+
 ncclResult_t cuda_mem_get_info(size_t* free_p, size_t* total_p) {
   size_t f = 0, t = 0;
   CUDA_CHECK(cudaMemGetInfo(&f, &t));

@@ -52,6 +52,10 @@ PARAM_INT(NCHANNELS_PER_NET_PEER, "NCCL_NCHANNELS_PER_NET_PEER", -1,
 PARAM_STR(PLUGIN_DIR, "CHOIR_PLUGIN_DIR", NULL,
           "directory holding Choir's own plugins (default: choir/ next to libnccl.so.2, or "
           "plugins/ in a build tree)")
+PARAM_INT(RANKS_SHARE_GPU, "CHOIR_RANKS_SHARE_GPU", 0,
+          "1: ranks of one communicator may share a GPU (testing several ranks on one GPU; "
+          "their CTAs are capped so that all fit on it; several processes need MPS); 0: two ranks "
+          "on one GPU are an error, as in NCCL")
 PARAM_STR(HOSTID, "NCCL_HOSTID", NULL,
           "this process's host identity (default: host name and boot id): processes with "
           "different values are on different hosts as far as transports are concerned")

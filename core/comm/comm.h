@@ -45,6 +45,8 @@ typedef struct comm_peer_info {
   uint64_t host_hash; /* sys_host_hash() */
   uint64_t pid_hash;  /* sys_pid_hash() */
   int32_t pid;
+  int32_t mp_count; /* multiprocessors of the rank's GPU */
+  int32_t mps;      /* 1: the rank's process is an MPS client on that GPU */
   int32_t pad;
 } comm_peer_info_t;
 
@@ -69,6 +71,8 @@ struct ncclComm {
   uint64_t nsplits; /* splits and shrinks made from this communicator, to tag them */
   enq_comm_t* dp;   /* the data path (core/enqueue), after creation */
   topo_system_t* topo; /* this host's topology model (NULL when ranks span hosts) */
+  int gpu_share;       /* most ranks of this communicator on one GPU (1: none share) */
+  int cta_cap;         /* CTAs one rank may run at once (0: no cap; see comm_gpu_sharing) */
   uint64_t magic_end;
 };
 

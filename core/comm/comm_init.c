@@ -201,6 +201,12 @@ static ncclResult_t comm_topology(ncclComm_t comm, const comm_peer_info_t* peers
                                   graph_t** graph_p) {
   *graph_p = NULL;
   const int n = comm->nranks;
+  if (comm->gpu_share > 1) {
+    /* The topology model has one node per GPU: it cannot place two ranks on one. */
+    INFO(NCCL_GRAPH, "comm 0x%llx rank %d: ranks share GPUs: no topology search, rings in rank "
+         "order", (unsigned long long)comm->comm_hash, comm->rank);
+    return ncclSuccess;
+  }
   for (int r = 0; r < n; r++)
     if (peers[r].host_hash != peers[comm->rank].host_hash)
       return comm_topology_hosts(comm, peers, graph_p);
@@ -224,6 +230,64 @@ static ncclResult_t comm_topology(ncclComm_t comm, const comm_peer_info_t* peers
   return res;
 }
 
+/* Fewest CTAs per rank that the data path needs when ranks share a GPU: the send/recv batches
+ * of AlltoAll-like operations put 8 operations of one CTA each in one launch. */
+#define COMM_SHARED_MIN_CTAS 8
+
+/* Ranks on one GPU (same host, same PCI location). NCCL refuses them; with CHOIR_RANKS_SHARE_GPU
+ * they are allowed, for testing several ranks on a machine with fewer GPUs. Their kernels spin on
+ * each other, so every sharing rank's CTAs must be resident at once: each rank's launches are
+ * capped at multiprocessors / (2 x ranks on the GPU) CTAs (the kernels take a whole SM each; the
+ * factor 2 leaves room for a second communicator per rank running at the same time, as a split
+ * one may). Ranks of different processes only run at the same time under MPS. Decided from the
+ * all-gathered peer information, so every rank reaches the same verdict and the same cap. */
+static ncclResult_t comm_gpu_sharing(ncclComm_t comm, const comm_peer_info_t* peers) {
+  const int n = comm->nranks;
+  comm->gpu_share = 1;
+  comm->cta_cap = 0;
+  for (int r = 0; r < n; r++) {
+    int share = 0;
+    for (int q = 0; q < n; q++) {
+      if (peers[q].host_hash != peers[r].host_hash || peers[q].bus_id != peers[r].bus_id) continue;
+      share++;
+      if (q <= r) continue;
+      if (!param_int(PARAM_RANKS_SHARE_GPU)) {
+        WARN("duplicate GPU: ranks %d and %d of this communicator both use the GPU at PCI %llx "
+             "(CUDA device %d of rank %d); give each rank its own GPU (or, to test several "
+             "ranks on one GPU, set CHOIR_RANKS_SHARE_GPU=1)", r, q,
+             (unsigned long long)peers[r].bus_id, peers[r].cuda_dev, r);
+        return ncclInvalidUsage;
+      }
+      if (peers[q].pid_hash != peers[r].pid_hash && !(peers[q].mps && peers[r].mps)) {
+        WARN("ranks %d and %d share the GPU at PCI %llx from different processes without MPS "
+             "(rank %d's process is %san MPS client, rank %d's is %s): their kernels would take "
+             "turns and wait for each other forever; start MPS (nvidia-cuda-mps-control -d) "
+             "before the processes, or drive those ranks from one process", r, q,
+             (unsigned long long)peers[r].bus_id, r, peers[r].mps ? "" : "not ", q,
+             peers[q].mps ? "one" : "not");
+        return ncclInvalidUsage;
+      }
+    }
+    if (share <= 1) continue;
+    int cap = peers[r].mp_count / (2 * share);
+    if (cap < COMM_SHARED_MIN_CTAS) {
+      WARN("CHOIR_RANKS_SHARE_GPU: %d ranks share the GPU at PCI %llx, which has %d "
+           "multiprocessors: each rank would get %d CTAs, fewer than the %d the data path needs; "
+           "put at most %d ranks on it", share, (unsigned long long)peers[r].bus_id,
+           peers[r].mp_count, cap, COMM_SHARED_MIN_CTAS,
+           peers[r].mp_count / (2 * COMM_SHARED_MIN_CTAS));
+      return ncclInvalidUsage;
+    }
+    if (share > comm->gpu_share) comm->gpu_share = share;
+    if (comm->cta_cap == 0 || cap < comm->cta_cap) comm->cta_cap = cap;
+  }
+  if (comm->gpu_share > 1)
+    INFO(NCCL_INIT, "comm 0x%llx rank %d: up to %d ranks share a GPU (CHOIR_RANKS_SHARE_GPU): at "
+         "most %d CTAs per launch on every rank, so that all sharing ranks' CTAs are resident at "
+         "once", (unsigned long long)comm->comm_hash, comm->rank, comm->gpu_share, comm->cta_cap);
+  return ncclSuccess;
+}
+
 ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
   pthread_once(&comm_banner_once, comm_banner);
   comm->bootstrap = bs;
@@ -241,6 +305,8 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
   me->host_hash = sys_host_hash();
   me->pid_hash = sys_pid_hash();
   me->pid = (int32_t)getpid();
+  CHECK(cuda_device_mp_count(comm->cuda_dev, &me->mp_count));
+  CHECK(cuda_device_mps(comm->cuda_dev, &me->mps));
   ncclResult_t res = bootstrap_allgather(bs, peers, sizeof(*peers));
   if (res != ncclSuccess) {
     free(peers);
@@ -253,13 +319,8 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
            r, peers[r].rank);
       return ncclInternalError;
     }
-    if (r != comm->rank && peers[r].host_hash == me->host_hash && peers[r].bus_id == me->bus_id) {
-      WARN("duplicate GPU: ranks %d and %d of this communicator both use the GPU at PCI %llx "
-           "(CUDA device %d); give each rank its own GPU", r, comm->rank,
-           (unsigned long long)me->bus_id, comm->cuda_dev);
-      return ncclInvalidUsage;
-    }
   }
+  CHECK(comm_gpu_sharing(comm, peers));
   transport_peer_t* tpeers = NULL;
   CHECK(MEM_CALLOC(&tpeers, (size_t)comm->nranks));
   for (int r = 0; r < comm->nranks; r++) {
@@ -282,7 +343,8 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
                            .rings = graph ? graph->rings : NULL,
                            .nrings = graph ? graph_nchannels(graph) : 0,
                            .p2p_policy = comm->topo ? comm_p2p_policy : NULL,
-                           .p2p_policy_ctx = comm};
+                           .p2p_policy_ctx = comm,
+                           .cta_cap = comm->cta_cap};
   if (res == ncclSuccess) res = enqueue_comm_create(&dargs, &comm->dp);
   graph_free(graph);
   free(tpeers);
@@ -364,9 +426,10 @@ ncclResult_t comm_init_all(ncclComm_t* comms, int ndev, const int* devlist) {
       return ncclInvalidArgument;
     }
     for (int j = 0; j < i; j++) {
-      if (devlist && devlist[j] == dev) {
+      if (devlist && devlist[j] == dev && !param_int(PARAM_RANKS_SHARE_GPU)) {
         WARN("ncclCommInitAll: devlist[%d] and devlist[%d] are both device %d; each rank needs "
-             "its own GPU", j, i, dev);
+             "its own GPU (or set CHOIR_RANKS_SHARE_GPU=1 to test several ranks on one)", j, i,
+             dev);
         return ncclInvalidUsage;
       }
     }

@@ -68,6 +68,9 @@ typedef struct enq_comm_args {
   int nrings;
   transport_p2p_policy_fn p2p_policy;
   void* p2p_policy_ctx;
+  /* Most CTAs one launch of this rank may use (0: no cap), the same on every rank: ranks that
+   * share a GPU spin on each other, so all their CTAs must be resident at once. */
+  int cta_cap;
 } enq_comm_args_t;
 
 /* Build the data path: ring channels (order and count from the topology and graph), their

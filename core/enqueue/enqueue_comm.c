@@ -50,6 +50,7 @@ static int enq_ring_nchannels(const enq_comm_t* a, int slowest) {
   if (lo > 0 && n < lo) n = (int)enq_clamp((int)lo, 1, KERN_MAX_CHANNELS);
   if (a->max_ctas > 0 && n > a->max_ctas) n = a->max_ctas;
   if (a->min_ctas > 0 && n < a->min_ctas) n = a->min_ctas;
+  if (a->cta_cap > 0 && n > a->cta_cap) n = a->cta_cap; /* residency beats every request */
   return enq_clamp(n, 1, KERN_MAX_CHANNELS);
 }
 
@@ -148,6 +149,16 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   int64_t p2p_max = param_int(PARAM_MAX_P2P_NCHANNELS);
   dp->p2p_nch =
       enq_clamp(p2p_max > 0 ? (int)p2p_max : ENQ_DEFAULT_P2P_NCH, 1, KERN_MAX_P2P_CHANNELS);
+  dp->cta_cap = a->cta_cap;
+  /* A send/recv launch holds up to three operations with every connection of a peer (a send, a
+   * receive and the local copy of a pairwise AlltoAll step): keep them within the cap. */
+  if (dp->cta_cap > 0 && dp->p2p_nch > dp->cta_cap / 3)
+    dp->p2p_nch = enq_clamp(dp->cta_cap / 3, 1, KERN_MAX_P2P_CHANNELS);
+  if (dp->cta_cap > 0)
+    INFO(NCCL_INIT, "comm 0x%llx rank %d: CTA cap %d: at most %d ring channels, %d send/recv "
+         "connections per peer, %d CTAs per send/recv launch", (unsigned long long)dp->comm_hash,
+         dp->rank, dp->cta_cap, enq_clamp(dp->cta_cap, 1, KERN_MAX_CHANNELS), dp->p2p_nch,
+         enq_p2p_batch_ctas(dp));
   if (a->net_name != NULL && (dp->net_name = strdup(a->net_name)) == NULL) {
     WARN("rank %d: out of memory", a->rank);
     res = ncclSystemError;
@@ -170,9 +181,31 @@ err:
   return res;
 }
 
+/* Frees what enqueue_comm_setup_device made (any part of it) and forgets it, so that a failed
+ * setup leaves nothing behind and a retry starts afresh. The caller has made the device current
+ * and no kernel uses the resources any more. */
+static void enq_device_release(enq_comm_t* dp) {
+  transport_destroy(dp->transport);
+  dp->transport = NULL;
+  if (dp->dev_kc) cudaFree(dp->dev_kc);
+  if (dp->dev_p2p) cudaFree(dp->dev_p2p);
+  if (dp->abort_host) cudaFreeHost(dp->abort_host);
+  if (dp->done_ev) cudaEventDestroy(dp->done_ev);
+  if (dp->join_ev) cudaEventDestroy(dp->join_ev);
+  if (dp->setup_stream) cudaStreamDestroy(dp->setup_stream);
+  dp->dev_kc = NULL;
+  dp->dev_p2p = NULL;
+  dp->abort_host = dp->abort_dev = NULL;
+  dp->done_ev = dp->join_ev = NULL;
+  dp->setup_stream = NULL;
+  dp->dev_bytes = 0;
+  dp->device_ready = 0;
+}
+
 ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp) {
   if (dp->device_ready) return ncclSuccess;
   const int rank = dp->rank, nranks = dp->nranks;
+  ncclResult_t res = ncclUnhandledCudaError;
   if (kern_preload() != ncclSuccess) {
     WARN("rank %d: %s", rank, kern_last_error());
     return ncclUnhandledCudaError;
@@ -182,13 +215,13 @@ ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp) {
       cudaEventCreateWithFlags(&dp->join_ev, cudaEventDisableTiming) != cudaSuccess) {
     WARN("rank %d: cannot create the communicator's CUDA stream and events on device %d", rank,
          dp->cuda_dev);
-    return ncclUnhandledCudaError;
+    goto err_release;
   }
   if (cudaHostAlloc((void**)&dp->abort_host, sizeof(uint32_t), cudaHostAllocMapped) !=
           cudaSuccess ||
       cudaHostGetDevicePointer((void**)&dp->abort_dev, dp->abort_host, 0) != cudaSuccess) {
     WARN("rank %d: cannot allocate the device-visible abort flag (cudaHostAlloc mapped)", rank);
-    return ncclUnhandledCudaError;
+    goto err_release;
   }
   *dp->abort_host = dp->host_abort && *dp->host_abort ? 1u : 0u;
   size_t p2p_bytes = sizeof(kern_conn_t) * 2 * (size_t)nranks * KERN_MAX_P2P_CHANNELS;
@@ -197,7 +230,7 @@ ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp) {
       cudaMemsetAsync(dp->dev_p2p, 0, p2p_bytes, dp->setup_stream) != cudaSuccess) {
     WARN("rank %d: cannot allocate the device-side communicator (%zu bytes)", rank,
          sizeof(kern_comm_t) + p2p_bytes);
-    return ncclUnhandledCudaError;
+    goto err_release;
   }
   dp->dev_bytes += sizeof(kern_comm_t) + p2p_bytes;
   dp->host_kc.rank = rank;
@@ -206,13 +239,19 @@ ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp) {
   dp->host_kc.abort_flag = dp->abort_dev;
   dp->host_kc.p2p_send = dp->dev_p2p;
   dp->host_kc.p2p_recv = dp->dev_p2p + (size_t)nranks * KERN_MAX_P2P_CHANNELS;
-  CHECK(transport_create(dp->bs, rank, nranks, dp->cuda_dev, dp->peers, dp->host_abort,
-                         dp->p2p_policy, dp->p2p_policy_ctx, &dp->transport));
-  CHECK(transport_set_net(dp->transport, dp->net_name, dp->comm_hash, dp->traffic_class,
-                          dp->abort_host));
-  CHECK(enq_upload_comm(dp));
+  CHECK_GOTO(transport_create(dp->bs, rank, nranks, dp->cuda_dev, dp->peers, dp->host_abort,
+                              dp->p2p_policy, dp->p2p_policy_ctx, &dp->transport),
+             res, err_release);
+  CHECK_GOTO(transport_set_net(dp->transport, dp->net_name, dp->comm_hash, dp->traffic_class,
+                               dp->abort_host),
+             res, err_release);
+  CHECK_GOTO(enq_upload_comm(dp), res, err_release);
   dp->device_ready = 1;
   return ncclSuccess;
+err_release:
+  if (dp->setup_stream) (void)cudaStreamSynchronize(dp->setup_stream);
+  enq_device_release(dp);
+  return res;
 }
 
 ncclResult_t enqueue_comm_connect_ring(enq_comm_t* dp) {
@@ -308,14 +347,8 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
     cuda_set_device(dp->cuda_dev);
   }
   if (dp->launched && dp->done_ev) cudaEventSynchronize(dp->done_ev);
-  transport_destroy(dp->transport);
-  if (dp->dev_kc) cudaFree(dp->dev_kc);
-  if (dp->dev_p2p) cudaFree(dp->dev_p2p);
   if (dp->dev_ring_ranks) cudaFree(dp->dev_ring_ranks);
-  if (dp->abort_host) cudaFreeHost(dp->abort_host);
-  if (dp->done_ev) cudaEventDestroy(dp->done_ev);
-  if (dp->join_ev) cudaEventDestroy(dp->join_ev);
-  if (dp->setup_stream) cudaStreamDestroy(dp->setup_stream);
+  enq_device_release(dp);
   if (saved >= 0) cuda_set_device(saved);
   free(dp->ring_ranks);
   free(dp->graph_rings);

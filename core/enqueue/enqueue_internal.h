@@ -68,6 +68,7 @@ struct enq_comm {
   int net_peer_nch;         /* config nChannelsPerNetPeer, -1: ENQ_NET_P2P_NCH */
   uint32_t ring_slot_bytes;
   int p2p_nch;             /* connections per peer and direction (p2p transport) */
+  int cta_cap;             /* most CTAs of one launch (0: no cap): ranks sharing a GPU */
   uint8_t* p2p_nch_peer;   /* per peer: connections made per direction (0: not connected) */
   uint64_t dev_bytes;
   int device_ready; /* streams, events, device structures, transport: at the first operation */
@@ -113,5 +114,9 @@ ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp);
 ncclResult_t enqueue_comm_connect_ring(enq_comm_t* dp);
 /* Connect both directions with each listed peer (p2p channels), update the device structures. */
 ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npeers);
+
+/* CTAs one send/recv launch may use: all must be resident together, and with ranks sharing a
+ * GPU, within the communicator's cap (enqueue_plan.c). */
+int enq_p2p_batch_ctas(const enq_comm_t* dp);
 
 #endif

@@ -53,11 +53,21 @@ typedef struct {
  * Both move slices of ENQ_COLL_P2P_SLICE, which keeps more slots in flight per connection.
  */
 #define ENQ_COLL_P2P_DELTAS 4
-#define ENQ_COLL_P2P_CTAS (ENQ_P2P_BATCH_CTAS / (2 * ENQ_COLL_P2P_DELTAS))
 #define ENQ_COLL_P2P_PAIRWISE_BYTES (32ull << 20)
 #define ENQ_COLL_P2P_SLICE (256u * 1024)
 
 void enqueue_plan_clear(enq_comm_t* dp) { dp->nops = 0; }
+
+int enq_p2p_batch_ctas(const enq_comm_t* dp) {
+  return dp->cta_cap > 0 && dp->cta_cap < ENQ_P2P_BATCH_CTAS ? dp->cta_cap : ENQ_P2P_BATCH_CTAS;
+}
+
+/* CTAs per operation of a spread class-1 batch: ENQ_COLL_P2P_DELTAS deltas of a send and a
+ * receive share one launch. */
+static int enq_coll_p2p_ctas(const enq_comm_t* dp) {
+  int n = enq_p2p_batch_ctas(dp) / (2 * ENQ_COLL_P2P_DELTAS);
+  return n < 1 ? 1 : n;
+}
 
 static int enq_is_coll(enq_kind_t k) { return k <= ENQ_ALLREDUCE; }
 
@@ -137,13 +147,47 @@ static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op) {
   ncclResult_t res = kern_coll_launch(&w, op->stream);
   if (res != ncclSuccess) {
     WARN("rank %d: cannot launch the collective: %s", dp->rank, kern_last_error());
-    (void)transport_launch_end(dp->transport, op->stream);
+    transport_launch_abandon(dp->transport, op->stream, capturing);
     return res;
   }
   TRACE(NCCL_COLL, "rank %d: coll %d count %zu type %d op %d root %d: %d channels, %u-byte slices",
         dp->rank, (int)op->kind, op->count, (int)op->type, (int)op->op, op->root, w.nchannels,
         w.chunk_bytes);
   return enq_stream_leave(dp, op->stream, capturing);
+}
+
+/* One rank: every collective is the identity on its data (a reduction over one contribution;
+ * avg divides by 1), so no kernel of the data path runs. In place there is nothing to do; out
+ * of place, one device-to-device copy on the user's stream (recorded like any work under
+ * capture). Only a user operator (premulsum) changes values: the reduce-copy kernel applies its
+ * scalar, in place or not. No communicator resource is touched, so no ordering against the
+ * communicator's other launches is needed. */
+static ncclResult_t enq_launch_single(enq_comm_t* dp, const enq_op_t* op) {
+  const int reduces =
+      op->kind == ENQ_REDUCE || op->kind == ENQ_REDUCESCATTER || op->kind == ENQ_ALLREDUCE;
+  const uint64_t bytes = op->count * kern_type_size(op->type);
+  if (bytes == 0) return ncclSuccess;
+  if (reduces && kern_op_from_nccl(op->op) == KERN_OP_PREMULSUM) {
+    kern_reduce_copy_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.srcs[0] = op->sendbuff;
+    a.dsts[0] = op->recvbuff;
+    a.count = op->count;
+    a.op = KERN_OP_PREMULSUM;
+    a.type = op->type;
+    a.nsrcs = 1;
+    a.ndsts = 1;
+    a.preop_mask = 1;
+    a.divisor = 1;
+    enqueue_redop_scalar(dp, op->op, &a.scalar_bits, &a.scalar_ptr);
+    ncclResult_t res = kern_reduce_copy_launch(&a, op->stream);
+    if (res != ncclSuccess) WARN("rank 0 of 1: cannot apply the premulsum operator: %s", kern_last_error());
+    return res;
+  }
+  if (op->sendbuff == op->recvbuff) return ncclSuccess;
+  CUDA_CHECK(cudaMemcpyAsync(op->recvbuff, op->sendbuff, bytes, cudaMemcpyDeviceToDevice,
+                             op->stream));
+  return ncclSuccess;
 }
 
 /* ---- Sends and receives ------------------------------------------------------------------- */
@@ -230,7 +274,7 @@ int enqueue_plan_needs_connect(enq_comm_t* dp) {
     const enq_op_t* op = &dp->ops[i];
     if (op->count == 0) continue;
     if (enq_is_coll(op->kind)) {
-      if (!dp->ring_ready) return 1;
+      if (!dp->ring_ready && dp->nranks > 1) return 1; /* one rank: no ring (enq_launch_single) */
       continue;
     }
     if (op->kind == ENQ_SEND || op->kind == ENQ_RECV) {
@@ -244,7 +288,7 @@ int enqueue_plan_needs_connect(enq_comm_t* dp) {
 }
 
 ncclResult_t enqueue_plan_connect(enq_comm_t* dp) {
-  for (int i = 0; i < dp->nops && !dp->ring_ready; i++)
+  for (int i = 0; i < dp->nops && !dp->ring_ready && dp->nranks > 1; i++)
     if (enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0) CHECK(enqueue_comm_connect_ring(dp));
   enq_p2p_t* v = NULL;
   int n = 0;
@@ -299,11 +343,27 @@ static int enq_p2p_block(const enq_p2p_t* e, int pairwise, int per_batch_p2p) {
 
 static uint16_t enq_p2p_nctas(enq_comm_t* dp, const enq_p2p_t* e, int pairwise) {
   uint64_t max = e->kind == KERN_P2P_COPY ? (uint64_t)dp->p2p_nch : dp->p2p_nch_peer[e->peer];
-  if (e->cls && !pairwise && max > ENQ_COLL_P2P_CTAS) max = ENQ_COLL_P2P_CTAS;
+  if (e->cls && !pairwise && max > (uint64_t)enq_coll_p2p_ctas(dp)) max = enq_coll_p2p_ctas(dp);
   if (max < 1) max = 1;
   uint64_t n = (e->bytes + ENQ_P2P_BYTES_PER_CTA - 1) / ENQ_P2P_BYTES_PER_CTA;
   if (n < 1) n = 1;
   return (uint16_t)(n < max ? n : max);
+}
+
+typedef enum { ENQ_JOIN_INTO, ENQ_JOIN_OUT_OF } enq_join_t;
+
+/* The streams of ops [lo, hi) other than s, joined with s through ev: INTO, s waits for each of
+ * them; OUT_OF, each waits for s. */
+static ncclResult_t enq_streams_join(const enq_p2p_t* v, int lo, int hi, cudaStream_t s,
+                                     enq_join_t dir, cudaEvent_t ev) {
+  for (int i = lo + 1; i < hi; i++) {
+    if (v[i].stream == s) continue;
+    cudaStream_t from = dir == ENQ_JOIN_INTO ? v[i].stream : s;
+    cudaStream_t to = dir == ENQ_JOIN_INTO ? s : v[i].stream;
+    CUDA_CHECK(cudaEventRecord(ev, from));
+    CUDA_CHECK(cudaStreamWaitEvent(to, ev, 0));
+  }
+  return ncclSuccess;
 }
 
 /* One batch: ops [lo, hi) of v. Launched on the first op's stream; the other streams of the
@@ -327,25 +387,23 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
   cudaStream_t s = v[lo].stream;
   int capturing;
   CHECK(enq_stream_enter(dp, s, &capturing));
-  for (int i = lo + 1; i < hi; i++) {
-    if (v[i].stream == s) continue;
-    CUDA_CHECK(cudaEventRecord(dp->join_ev, v[i].stream));
-    CUDA_CHECK(cudaStreamWaitEvent(s, dp->join_ev, 0));
+  /* From here on every error must balance the launch mark of enq_stream_enter. */
+  ncclResult_t res = enq_streams_join(v, lo, hi, s, ENQ_JOIN_INTO, dp->join_ev);
+  if (res == ncclSuccess) {
+    res = kern_p2p_launch(&b, s);
+    if (res != ncclSuccess)
+      WARN("rank %d: cannot launch %u send/recv operations: %s", dp->rank, b.nops,
+           kern_last_error());
   }
-  ncclResult_t res = kern_p2p_launch(&b, s);
   if (res != ncclSuccess) {
-    WARN("rank %d: cannot launch %u send/recv operations: %s", dp->rank, b.nops,
-         kern_last_error());
-    (void)transport_launch_end(dp->transport, s);
+    transport_launch_abandon(dp->transport, s, capturing);
     return res;
   }
   TRACE(NCCL_P2P, "rank %d: p2p batch of %u ops, %u CTAs", dp->rank, b.nops, b.nctas);
-  for (int i = lo + 1; i < hi; i++) {
-    if (v[i].stream == s) continue;
-    CUDA_CHECK(cudaEventRecord(dp->join_ev, s));
-    CUDA_CHECK(cudaStreamWaitEvent(v[i].stream, dp->join_ev, 0));
-  }
-  return enq_stream_leave(dp, s, capturing);
+  /* The kernel is launched: the mark ends in the stream whatever happens to the joins. */
+  res = enq_streams_join(v, lo, hi, s, ENQ_JOIN_OUT_OF, dp->join_ev);
+  ncclResult_t lres = enq_stream_leave(dp, s, capturing);
+  return res != ncclSuccess ? res : lres;
 }
 
 static ncclResult_t enq_launch_p2p(enq_comm_t* dp) {
@@ -401,7 +459,7 @@ static ncclResult_t enq_launch_p2p(enq_comm_t* dp) {
   /* Stable order by (round, delta, kind); call order is kept within a key by the round. */
   qsort(v, (size_t)m, sizeof(*v), enq_p2p_cmp);
   {
-    int per_batch_p2p = ENQ_P2P_BATCH_CTAS / (2 * dp->p2p_nch);
+    int per_batch_p2p = enq_p2p_batch_ctas(dp) / (2 * dp->p2p_nch);
     if (per_batch_p2p < 1) per_batch_p2p = 1;
     const int pairwise = enq_p2p_pairwise(dp);
     int lo = 0;
@@ -431,7 +489,8 @@ ncclResult_t enqueue_plan_launch(enq_comm_t* dp) {
     goto out;
   }
   for (int i = 0; i < dp->nops && res == ncclSuccess; i++)
-    if (enq_is_coll(dp->ops[i].kind)) res = enq_launch_coll(dp, &dp->ops[i]);
+    if (enq_is_coll(dp->ops[i].kind))
+      res = dp->nranks == 1 ? enq_launch_single(dp, &dp->ops[i]) : enq_launch_coll(dp, &dp->ops[i]);
   if (res == ncclSuccess) res = enq_launch_p2p(dp);
 out:
   enqueue_plan_clear(dp);

@@ -92,6 +92,9 @@ ncclResult_t transport_set_net(transport_t* t, const char* net_name, uint64_t co
  * network connections. */
 ncclResult_t transport_launch_begin(transport_t* t, cudaStream_t stream, int capturing);
 ncclResult_t transport_launch_end(transport_t* t, cudaStream_t stream);
+/* Undo a transport_launch_begin whose kernel was never launched (an error in between): at once
+ * when the begin was immediate, in the stream when it was captured. */
+void transport_launch_abandon(transport_t* t, cudaStream_t stream, int capturing);
 /* ncclSuccess, or the network error that stopped the proxy. */
 ncclResult_t transport_async_error(const transport_t* t);
 

@@ -183,6 +183,14 @@ ncclResult_t transport_launch_end(transport_t* t, cudaStream_t stream) {
                      "cudaLaunchHostFunc (proxy launch mark)");
 }
 
+void transport_launch_abandon(transport_t* t, cudaStream_t stream, int capturing) {
+  if (t == NULL || t->proxy == NULL) return;
+  if (capturing)
+    (void)transport_launch_end(t, stream); /* the capture is broken anyway; keep it balanced */
+  else
+    proxy_launch_end(t->proxy);
+}
+
 ncclResult_t transport_async_error(const transport_t* t) {
   return t == NULL ? ncclSuccess : proxy_error(t->proxy);
 }

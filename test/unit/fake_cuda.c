@@ -46,6 +46,21 @@ ncclResult_t cuda_device_sm(int dev, int* sm_p) {
   return ncclSuccess;
 }
 
+/* CHOIR_FAKE_SMS: multiprocessors per device (default 132); CHOIR_FAKE_MPS=1: an MPS client. */
+ncclResult_t cuda_device_mp_count(int dev, int* n_p) {
+  (void)dev;
+  const char* s = getenv("CHOIR_FAKE_SMS");
+  *n_p = s ? atoi(s) : 132;
+  return ncclSuccess;
+}
+
+ncclResult_t cuda_device_mps(int dev, int* on_p) {
+  (void)dev;
+  const char* s = getenv("CHOIR_FAKE_MPS");
+  *on_p = s && atoi(s) != 0;
+  return ncclSuccess;
+}
+
 ncclResult_t cuda_mem_get_info(size_t* free_p, size_t* total_p) {
   *free_p = *total_p = (size_t)80 << 30;
   return ncclSuccess;

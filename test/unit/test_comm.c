@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fork_case.h"
+#include "log_file.h"
 #include "nccl.h"
 
 #ifdef TEST_REAL_GPU
@@ -146,6 +147,17 @@ static int rank_main(const char* rank_s, const char* n_s, const char* hex, const
     id.internal[i] = (char)v;
   }
   ndev = atoi(ndev_s);
+  /* TEST_COMM_EXPECT_FAIL=TEXT: creation must fail with ncclInvalidUsage and a message
+   * containing TEXT (nothing else is run). */
+  const char* expect_fail = getenv("TEST_COMM_EXPECT_FAIL");
+  if (expect_fail != NULL) {
+    ncclComm_t c = NULL;
+    CHECK_EQ_INT(set_device(atoi(rank_s) % ndev), 0);
+    CHECK_EQ_INT(ncclCommInitRank(&c, atoi(n_s), id, atoi(rank_s)), ncclInvalidUsage);
+    CHECK_CONTAINS(ncclGetLastError(NULL), expect_fail);
+    fflush(NULL);
+    return check_failures_ == 0 && check_count_ > 0 ? 0 : 1;
+  }
   proc_rank(id, atoi(rank_s), atoi(n_s));
   fflush(NULL);
   return check_failures_ == 0 && check_count_ > 0 ? 0 : 1;
@@ -270,6 +282,7 @@ static void case_duplicate_gpu(void) {
   }
   CHECK_EQ_INT(ncclGroupEnd(), ncclInvalidUsage);
   CHECK_CONTAINS(ncclGetLastError(NULL), "duplicate GPU");
+  CHECK_CONTAINS(ncclGetLastError(NULL), "CHOIR_RANKS_SHARE_GPU=1");
   for (int r = 0; r < 2; r++) {
     ncclResult_t async = ncclSuccess;
     CHECK_EQ_INT(ncclCommGetAsyncError(c[r], &async), ncclSuccess);
@@ -278,6 +291,77 @@ static void case_duplicate_gpu(void) {
     CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
   }
 }
+
+/* ---- several ranks on one GPU (CHOIR_RANKS_SHARE_GPU) ---- */
+
+/* One process: ranks on one device through a group and through ncclCommInitAll with a devlist
+ * that repeats it; each rank gets multiprocessors / (2 x sharing ranks) CTAs (132 emulated
+ * multiprocessors: 4 ranks, 16 CTAs) and the data path applies that cap. */
+static void case_shared_gpu(void) {
+  enum { N = 4 };
+  ncclComm_t c[N];
+  ncclUniqueId id;
+  snprintf(log_path, sizeof(log_path), "/tmp/choir-test-shared-%d.log", (int)getpid());
+  setenv("CHOIR_RANKS_SHARE_GPU", "1", 1);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT,GRAPH", 1);
+  setenv("NCCL_DEBUG_FILE", log_path, 1);
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    set_device(0);
+    CHECK_EQ_INT(ncclCommInitRank(&c[r], N, id, r), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    expect_comm(c[r], r, N, 0);
+    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  }
+  const char* text = log_text();
+#ifndef TEST_REAL_GPU
+  CHECK_CONTAINS(text, "up to 4 ranks share a GPU (CHOIR_RANKS_SHARE_GPU): at most 16 CTAs");
+  CHECK_CONTAINS(text, "at most 16 ring channels, 5 send/recv connections per peer, 16 CTAs per "
+                       "send/recv launch");
+#endif
+  CHECK_CONTAINS(text, "ranks share GPUs: no topology search");
+  /* Two ranks on device 1, one each on 0 and 2: every rank gets the cap of the busiest GPU. */
+  int devs[N] = {1, 0, 1, 2};
+  CHECK_EQ_INT(ncclCommInitAll(c, N, devs), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    expect_comm(c[r], r, N, devs[r]);
+    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  }
+#ifndef TEST_REAL_GPU
+  CHECK_CONTAINS(log_text(), "up to 2 ranks share a GPU (CHOIR_RANKS_SHARE_GPU): at most 33 CTAs");
+#endif
+  if (check_failures_ == 0) unlink(log_path);
+}
+
+#ifndef TEST_REAL_GPU
+/* Too many ranks for the multiprocessors: refused at creation, naming how many fit. */
+static void case_shared_gpu_too_many(void) {
+  enum { N = 4 };
+  ncclComm_t c[N];
+  int devs[N] = {0, 0, 0, 0};
+  setenv("CHOIR_RANKS_SHARE_GPU", "1", 1);
+  setenv("CHOIR_FAKE_SMS", "60", 1); /* 60 / (2 x 4) = 7 CTAs: fewer than the 8 needed */
+  CHECK_EQ_INT(ncclCommInitAll(c, N, devs), ncclInvalidUsage);
+  CHECK_CONTAINS(ncclGetLastError(NULL), "each rank would get 7 CTAs");
+  CHECK_CONTAINS(ncclGetLastError(NULL), "put at most 3 ranks on it");
+}
+
+/* Processes sharing a GPU: only under MPS (emulated: CHOIR_FAKE_MPS), where creation, split and
+ * shrink work as on separate GPUs; without MPS every rank fails at creation, naming MPS. */
+static void case_shared_gpu_procs(void) {
+  setenv("CHOIR_RANKS_SHARE_GPU", "1", 1);
+  ndev = 1; /* run_procs puts rank r on device r % ndev */
+  setenv("CHOIR_FAKE_MPS", "1", 1);
+  run_procs(4, NULL);
+  setenv("CHOIR_FAKE_MPS", "0", 1);
+  setenv("TEST_COMM_EXPECT_FAIL", "without MPS", 1);
+  run_procs(2, NULL);
+}
+#endif
 
 /* ---- non-blocking creation and split, polled to completion ---- */
 static void case_nonblocking(void) {
@@ -476,6 +560,11 @@ int main(int argc, char** argv) {
   fork_case("threads", case_threads);
   fork_case("group_and_init_all", case_group_and_init_all);
   if (ndev >= 2) fork_case("duplicate_gpu", case_duplicate_gpu);
+  fork_case("shared_gpu", case_shared_gpu);
+#ifndef TEST_REAL_GPU
+  fork_case("shared_gpu_too_many", case_shared_gpu_too_many);
+  fork_case("shared_gpu_procs", case_shared_gpu_procs);
+#endif
   fork_case("nonblocking", case_nonblocking);
   fork_case("nonblocking_single", case_nonblocking_single);
   fork_case("abort_during_init", case_abort_during_init);
