@@ -433,7 +433,7 @@ static void case_shared_gpu(void) {
 #endif
   CHECK_CONTAINS(text, "ranks share GPUs: no topology search");
   /* Two ranks on device 1, one each on 0 and 2: every rank gets the cap of the busiest GPU. */
-  int devs[N] = {1, 0, 1, 2};
+  int devs[N] = {1 % ndev, 0, 1 % ndev, 2 % ndev};
   CHECK_EQ_INT(ncclCommInitAll(c, N, devs), ncclSuccess);
   for (int r = 0; r < N; r++) {
     expect_comm(c[r], r, N, devs[r]);
