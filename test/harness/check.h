@@ -3,7 +3,10 @@
  * the test fail at the end; the test keeps going so one run shows every failure.
  *   CHECK_TRUE(cond), CHECK_EQ_INT(a, b), CHECK_EQ_STR(a, b), CHECK_CONTAINS(haystack, needle)
  *   CHECK_MSG(cond, fmt, ...)     with a printf-style explanation of what was checked
- *   return check_finish("name");   from main: prints a summary, returns 0 or 1
+ *   CHECK_SKIPPED(fmt, ...)       a case that cannot run here (no IPv6 address, no second
+ *                                 interface): prints why and counts a skip, never a pass
+ *   return check_finish("name");   from main: prints a summary, returns 0, 1, or CHECK_SKIP when
+ *                                 nothing but skipped cases ran
  * Exit code 77 (CHECK_SKIP) tells Meson the test was skipped.
  */
 #ifndef CHOIR_TEST_CHECK_H
@@ -16,6 +19,15 @@
 
 static int check_failures_;
 static int check_count_;
+static int check_skips_;
+
+#define CHECK_SKIPPED(...)  \
+  do {                      \
+    check_skips_++;         \
+    printf("skipped: ");    \
+    printf(__VA_ARGS__);    \
+    printf("\n");           \
+  } while (0)
 
 #define CHECK_TRUE(cond)                                                       \
   do {                                                                         \
@@ -74,11 +86,18 @@ static int check_count_;
   } while (0)
 
 static inline int check_finish(const char* name) {
+  if (check_count_ == 0 && check_failures_ == 0 && check_skips_ > 0) {
+    printf("%s: skipped: all %d case(s) need what this machine lacks (reasons above)\n", name,
+           check_skips_);
+    return CHECK_SKIP;
+  }
   if (check_count_ == 0) {
     fprintf(stderr, "%s: no checks ran\n", name);
     return 1;
   }
-  printf("%s: %d/%d checks passed\n", name, check_count_ - check_failures_, check_count_);
+  printf("%s: %d/%d checks passed", name, check_count_ - check_failures_, check_count_);
+  if (check_skips_ > 0) printf(", %d case(s) skipped", check_skips_);
+  printf("\n");
   return check_failures_ == 0 ? 0 : 1;
 }
 
