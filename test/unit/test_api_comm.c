@@ -1,0 +1,290 @@
+/*
+ * The public API on a ready communicator (emulated devices: fake_cuda.c, fake_cudart.c), for the
+ * checks that test_api.c cannot reach without one:
+ *   datatype  every call that takes a datatype rejects one outside ncclDataType_t with
+ *             ncclInvalidArgument and a message naming it (the check comes after the
+ *             communicator's, so a NULL communicator never reaches it)
+ *   missing   the functions not built yet (README "missing") return ncclInvalidUsage, and
+ *             ncclGetLastError says that they are not implemented
+ *   version   NCCL_DEBUG=VERSION prints the version banner once, and nothing else, however many
+ *             communicators are created and whatever goes wrong meanwhile
+ *   simulate  ncclGroupSimulateEnd estimates a positive time for every operation, growing with its
+ *             size, and launches nothing
+ * Meson also builds this program with planted bugs (the datatype check disabled, a zero
+ * estimate) and expects the matching case to fail: see test/unit/meson.build.
+ *
+ *   test-api-comm [CASE]   CASE: one of the above (default: all)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "fork_case.h"
+#include "nccl.h"
+
+extern int fake_cudart_copies;
+extern int fake_cudart_launches;
+
+/* A communicator of one rank on emulated device 0. */
+static ncclComm_t one_rank(void) {
+  ncclUniqueId id;
+  ncclComm_t c = NULL;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(cuda_set_device(0), ncclSuccess);
+  CHECK_EQ_INT(ncclCommInitRank(&c, 1, id, 0), ncclSuccess);
+  return c;
+}
+
+/* ---- datatype ------------------------------------------------------------------------------- */
+
+static void expect_bad_type(const char* f, ncclResult_t got, int type) {
+  char want[128];
+  snprintf(want, sizeof(want), "%s: datatype %d is not an ncclDataType_t", f, type);
+  CHECK_MSG(got == ncclInvalidArgument, "%s with datatype %d returned %d, want %d", f, type,
+            (int)got, (int)ncclInvalidArgument);
+  CHECK_MSG(strstr(ncclGetLastError(NULL), want) != NULL,
+            "%s with datatype %d: last error \"%s\" does not contain \"%s\"", f, type,
+            ncclGetLastError(NULL), want);
+}
+
+static void case_datatype(void) {
+  ncclComm_t c = one_rank();
+  if (c == NULL) return;
+  /* Buffers are never touched: each call must stop at the datatype. */
+  char a[64], b[64];
+  float two = 2.0f;
+  const int bad[] = {-1, (int)ncclNumTypes, 255, 1 << 20};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    const int t = bad[i];
+    const ncclDataType_t dt = (ncclDataType_t)t;
+    expect_bad_type("ncclAllReduce", ncclAllReduce(a, b, 4, dt, ncclSum, c, NULL), t);
+    expect_bad_type("ncclReduce", ncclReduce(a, b, 4, dt, ncclSum, 0, c, NULL), t);
+    expect_bad_type("ncclBcast", ncclBcast(a, 4, dt, 0, c, NULL), t);
+    expect_bad_type("ncclBroadcast", ncclBroadcast(a, b, 4, dt, 0, c, NULL), t);
+    expect_bad_type("ncclReduceScatter", ncclReduceScatter(a, b, 4, dt, ncclSum, c, NULL), t);
+    expect_bad_type("ncclAllGather", ncclAllGather(a, b, 4, dt, c, NULL), t);
+    expect_bad_type("ncclAlltoAll", ncclAlltoAll(a, b, 4, dt, c, NULL), t);
+    expect_bad_type("ncclGather", ncclGather(a, b, 4, dt, 0, c, NULL), t);
+    expect_bad_type("ncclScatter", ncclScatter(a, b, 4, dt, 0, c, NULL), t);
+    expect_bad_type("ncclSend", ncclSend(a, 4, dt, 0, c, NULL), t);
+    expect_bad_type("ncclRecv", ncclRecv(b, 4, dt, 0, c, NULL), t);
+    ncclRedOp_t op = ncclSum;
+    expect_bad_type("ncclRedOpCreatePreMulSum",
+                    ncclRedOpCreatePreMulSum(&op, &two, dt, ncclScalarHostImmediate, c), t);
+  }
+  /* The same calls with the last valid type pass the check (count 0: nothing to move). */
+  CHECK_EQ_INT(ncclAllReduce(a, b, 0, ncclFloat8e5m2, ncclSum, c, NULL), ncclSuccess);
+  CHECK_EQ_INT(ncclBroadcast(a, b, 0, ncclInt8, 0, c, NULL), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+}
+
+/* ---- missing -------------------------------------------------------------------------------- */
+
+static void expect_missing(const char* f, ncclResult_t got, const char* feature) {
+  char want[160];
+  snprintf(want, sizeof(want), "%s: %s is not implemented in Choir", f, feature);
+  CHECK_MSG(got == ncclInvalidUsage, "%s returned %d, want ncclInvalidUsage (%d)", f, (int)got,
+            (int)ncclInvalidUsage);
+  CHECK_MSG(strstr(ncclGetLastError(NULL), want) != NULL,
+            "%s: last error \"%s\" does not contain \"%s\"", f, ncclGetLastError(NULL), want);
+}
+
+/* Declared here as in core/api/api_comm.c: their argument types live in NCCL's device headers. */
+struct ncclDevCommRequirements;
+struct ncclDevComm;
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
+                               struct ncclDevComm* outDevComm);
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
+
+static void case_missing(void) {
+  ncclComm_t c = one_rank();
+  if (c == NULL) return;
+  char buf[256];
+  void* handle = NULL;
+  ncclWindow_t win = NULL;
+  expect_missing("ncclCommRegister", ncclCommRegister(c, buf, sizeof(buf), &handle),
+                 "user buffer registration");
+  CHECK_TRUE(handle == NULL);
+  expect_missing("ncclCommDeregister", ncclCommDeregister(c, buf), "user buffer registration");
+  expect_missing("ncclCommWindowRegister",
+                 ncclCommWindowRegister(c, buf, sizeof(buf), &win, NCCL_WIN_DEFAULT),
+                 "symmetric memory windows");
+  CHECK_TRUE(win == NULL);
+  expect_missing("ncclCommWindowDeregister", ncclCommWindowDeregister(c, win),
+                 "symmetric memory windows");
+  /* 64 bytes stand in for NCCL's ncclDevComm / ncclDevCommRequirements (opaque here). */
+  _Alignas(16) unsigned char dev[64] = {0}, reqs[64] = {0};
+  expect_missing("ncclDevCommCreate",
+                 ncclDevCommCreate(c, (const struct ncclDevCommRequirements*)reqs,
+                                   (struct ncclDevComm*)dev),
+                 "the device-side API (ncclDevComm)");
+  expect_missing("ncclDevCommDestroy", ncclDevCommDestroy(c, (const struct ncclDevComm*)dev),
+                 "the device-side API (ncclDevComm)");
+  /* Their pnccl twins say the same. */
+  expect_missing("ncclCommRegister", pncclCommRegister(c, buf, sizeof(buf), &handle),
+                 "user buffer registration");
+  /* The communicator is unharmed. */
+  int n = 0;
+  CHECK_EQ_INT(ncclCommCount(c, &n), ncclSuccess);
+  CHECK_EQ_INT(n, 1);
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+}
+
+/* ---- version -------------------------------------------------------------------------------- */
+
+/* The child of case_version: creates communicators, makes mistakes, with NCCL_DEBUG=VERSION and
+ * its stdout and stderr in one pipe. Exits 0 when every call returned what it should. */
+static int version_child(void) {
+  int bad = 0;
+  ncclUniqueId id;
+  ncclComm_t c = NULL, all[2] = {NULL, NULL};
+  bad += ncclGetUniqueId(&id) != ncclSuccess;
+  bad += cuda_set_device(0) != ncclSuccess;
+  bad += ncclCommInitRank(&c, 1, id, 0) != ncclSuccess;
+  int devs[2] = {1, 2};
+  bad += ncclCommInitAll(all, 2, devs) != ncclSuccess;
+  /* WARN-level events: not printed at level VERSION. */
+  bad += ncclAllReduce(NULL, NULL, 4, ncclFloat, ncclSum, c, NULL) != ncclInvalidArgument;
+  bad += ncclGroupEnd() != ncclInvalidUsage;
+  char a[16];
+  bad += ncclAllReduce(a, a, 4, ncclFloat, ncclMax, c, NULL) != ncclSuccess;
+  bad += ncclCommDestroy(c) != ncclSuccess;
+  bad += ncclCommDestroy(all[0]) != ncclSuccess;
+  bad += ncclCommDestroy(all[1]) != ncclSuccess;
+  fflush(stdout);
+  fflush(stderr);
+  return bad;
+}
+
+static void case_version(void) {
+  int fds[2];
+  CHECK_TRUE(pipe(fds) == 0);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    setenv("NCCL_DEBUG", "VERSION", 1);
+    unsetenv("NCCL_DEBUG_FILE");
+    unsetenv("NCCL_DEBUG_SUBSYS");
+    _exit(version_child());
+  }
+  close(fds[1]);
+  static char out[1 << 16];
+  size_t n = 0;
+  ssize_t k;
+  while (n + 1 < sizeof(out) && (k = read(fds[0], out + n, sizeof(out) - 1 - n)) > 0)
+    n += (size_t)k;
+  out[n] = '\0';
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's calls: status 0x%x", st);
+  int lines = 0;
+  for (size_t i = 0; i < n; i++) lines += out[i] == '\n';
+  char banner[64];
+  snprintf(banner, sizeof(banner), "NCCL version %d.%d.%d (Choir ", NCCL_MAJOR, NCCL_MINOR,
+           NCCL_PATCH);
+  CHECK_MSG(lines == 1 && strstr(out, banner) != NULL && out[n - 1] == '\n',
+            "with NCCL_DEBUG=VERSION, want one line with \"%s\"; got %d line(s):\n%s", banner,
+            lines, out);
+}
+
+/* ---- simulate ------------------------------------------------------------------------------- */
+
+enum { SIM_ALLREDUCE, SIM_ALLGATHER, SIM_REDUCESCATTER, SIM_BROADCAST, SIM_REDUCE, SIM_ALLTOALL,
+       SIM_SENDRECV, SIM_NKINDS };
+static const char* const sim_names[SIM_NKINDS] = {"allreduce", "allgather", "reducescatter",
+                                                  "broadcast", "reduce",    "alltoall",
+                                                  "send/recv"};
+
+/* One operation of `count` floats on every rank of `c`, inside a group closed by
+ * ncclGroupSimulateEnd; returns the estimate (NAN when a call failed). */
+static float sim_one(ncclComm_t* c, int n, int kind, size_t count) {
+  /* Never read or written: the group is only simulated. */
+  char* buf = (char*)(uintptr_t)0x10000;
+  ncclResult_t r = ncclGroupStart();
+  for (int i = 0; i < n && r == ncclSuccess; i++) {
+    switch (kind) {
+      case SIM_ALLREDUCE: r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, c[i], NULL); break;
+      case SIM_ALLGATHER: r = ncclAllGather(buf, buf, count, ncclFloat, c[i], NULL); break;
+      case SIM_REDUCESCATTER:
+        r = ncclReduceScatter(buf, buf, count, ncclFloat, ncclSum, c[i], NULL);
+        break;
+      case SIM_BROADCAST: r = ncclBroadcast(buf, buf, count, ncclFloat, 0, c[i], NULL); break;
+      case SIM_REDUCE: r = ncclReduce(buf, buf, count, ncclFloat, ncclSum, 0, c[i], NULL); break;
+      case SIM_ALLTOALL: r = ncclAlltoAll(buf, buf, count, ncclFloat, c[i], NULL); break;
+      default:
+        r = ncclSend(buf, count, ncclFloat, (i + 1) % n, c[i], NULL);
+        if (r == ncclSuccess) r = ncclRecv(buf, count, ncclFloat, (i + n - 1) % n, c[i], NULL);
+        break;
+    }
+  }
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  ncclResult_t e = ncclGroupSimulateEnd(&sim);
+  CHECK_MSG(r == ncclSuccess && e == ncclSuccess, "%s of %zu floats: calls %d, simulate %d (%s)",
+            sim_names[kind], count, (int)r, (int)e, ncclGetLastError(NULL));
+  return r == ncclSuccess && e == ncclSuccess ? sim.estimatedTime : NAN;
+}
+
+static void case_simulate(void) {
+  enum { N = 4 };
+  ncclComm_t c[N];
+  int devs[N] = {0, 1, 2, 3};
+  CHECK_EQ_INT(ncclCommInitAll(c, N, devs), ncclSuccess);
+  const size_t counts[] = {1, 256, 1 << 18, 1 << 24, (size_t)1 << 28};
+  const int ncounts = (int)(sizeof(counts) / sizeof(counts[0]));
+  for (int kind = 0; kind < SIM_NKINDS; kind++) {
+    float prev = 0.0f;
+    for (int k = 0; k < ncounts; k++) {
+      float t = sim_one(c, N, kind, counts[k]);
+      /* Positive and finite, and more for more bytes: an estimate of 0, or one that ignores the
+       * size, is no estimate. */
+      CHECK_MSG(isfinite(t) && t > 0.0f, "%s of %zu floats on %d ranks: estimatedTime %g",
+                sim_names[kind], counts[k], N, (double)t);
+      if (k > 0)
+        CHECK_MSG(t > prev, "%s: %zu floats estimated at %g us, no more than %zu floats (%g us)",
+                  sim_names[kind], counts[k], (double)t, counts[k - 1], (double)prev);
+      prev = t;
+    }
+    printf("simulate: %s of 1 GiB on %d ranks: %g us\n", sim_names[kind], N, (double)prev);
+  }
+  /* A group with nothing in it takes no time; a simulated group launched nothing. */
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupSimulateEnd(&sim), ncclSuccess);
+  CHECK_TRUE(sim.estimatedTime == 0.0f);
+  CHECK_EQ_INT(fake_cudart_launches, 0);
+  CHECK_EQ_INT(fake_cudart_copies, 0);
+  for (int i = 0; i < N; i++) CHECK_EQ_INT(ncclCommDestroy(c[i]), ncclSuccess);
+}
+
+int main(int argc, char** argv) {
+  setenv("NCCL_CONF_FILE", "/nonexistent/choir.conf", 1);
+  static const struct {
+    const char* name;
+    void (*fn)(void);
+  } cases[] = {{"datatype", case_datatype},
+               {"missing", case_missing},
+               {"version", case_version},
+               {"simulate", case_simulate}};
+  const char* only = argc > 1 ? argv[1] : NULL;
+  int ran = 0;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    if (only != NULL && strcmp(only, cases[i].name) != 0) continue;
+    fork_case(cases[i].name, cases[i].fn);
+    ran++;
+  }
+  if (ran == 0) {
+    fprintf(stderr, "test-api-comm: no case named %s\n", only);
+    return 2;
+  }
+  return check_finish(only != NULL ? only : "api-comm");
+}
