@@ -69,14 +69,22 @@ static bool nsk_worker_move(nsk_worker_t* w, nsk_task_t** tasks, const int* sock
   for (int i = 0; i < n; i++) {
     nsk_task_t* t = tasks[i];
     nsk_sock_t* so = &c->socks[socks[i]];
-    size_t moved = 0;
-    ncclResult_t res =
-        nsk_move(c, so->fd, t->buf + t->done, t->len - t->done, &moved, "send", "receive");
+    size_t moved = 0, len = t->len - t->done;
+#ifdef NSK_PLANT_SHORT_WRITE
+    /* Planted bug, in test/plugin's libnccl-net-socketshort.so only: the last byte of every
+     * data-socket piece is never written, yet the piece counts as sent (a short write taken for
+     * a whole one). transport-net-catches-short-write must fail on it. */
+    if (c->is_send) len -= 1;
+#endif
+    ncclResult_t res = nsk_move(c, so->fd, t->buf + t->done, len, &moved, "send", "receive");
     if (res != ncclSuccess) {
       nsk_comm_fail(c, res);
       return true;
     }
     t->done += moved;
+#ifdef NSK_PLANT_SHORT_WRITE
+    if (c->is_send && t->done + 1 == t->len) t->done = t->len;
+#endif
     if (moved > 0) progressed = true;
     if (t->done == t->len) {
       nsk_req_t* r = t->req;
