@@ -15,12 +15,16 @@
  * Every output buffer is framed by sentinel bytes (0xff) that must survive the operation, and an
  * out-of-place send buffer must still hold its input afterwards.
  *
- * Modes: one process driving every GPU from one thread (communicators from ncclCommInitAll or from
- * ncclCommInitRank inside a group), or one process per GPU (test/perf's fork launcher and its
- * shared-memory world carry the unique id and the failure counts).
+ * Modes: one process driving every rank from one thread (communicators from ncclCommInitAll or
+ * from ncclCommInitRank inside a group), or one process per rank (test/perf's fork launcher and
+ * its shared-memory world carry the unique id and the failure counts). Rank i uses device
+ * i / R, R ranks per GPU (--ranks-per-gpu, default 1); with R > 1 the ranks share GPUs, which
+ * Choir allows with CHOIR_RANKS_SHARE_GPU=1 (set here unless the caller set it) and, between
+ * processes, only under MPS.
  *
  * Exit status: 0 all passed, 1 a check failed (or an NCCL/CUDA call failed, or a wait timed out),
- * 2 bad command line, 77 no GPU.
+ * 2 bad command line, 77 skipped (no GPU, fewer GPUs than the ranks need, fewer than 2 ranks, or
+ * processes sharing a GPU without MPS).
  */
 #include <errno.h>
 #include <execinfo.h>
@@ -134,7 +138,8 @@ struct cc_size {
 };
 
 struct cc_opts {
-  int ngpus;
+  int ngpus; /* ranks (-g); 0: $CHOIR_TEST_NDEV, else every visible GPU times rpg */
+  int rpg;   /* ranks per GPU: rank i on device i / rpg (--ranks-per-gpu, $CHOIR_TEST_RPG) */
   int modes;
   int inits;
   int ops[CC_NOPS];
@@ -191,6 +196,7 @@ struct cc_ctx {
   struct perf_world* w;
   const char* label; /* "threads/initall", "procs" */
   int nranks;
+  int rpg; /* ranks per GPU: rank r uses device r / rpg */
   int nlocal;
   struct cc_rank* r;
   int fp8_ok;
@@ -1271,7 +1277,10 @@ static void cc_case_zero(struct cc_ctx* ctx) {
 
 /* ---- Ranks and communicators ---- */
 
-static void cc_ranks_setup(struct cc_ctx* ctx, int first_dev, int init) {
+/* The local ranks: rank proc * nlocal + i on device rank / rpg (one host: the rank is also the
+ * rank's slot on the host), a non-blocking stream each (ranks sharing a GPU must never wait on
+ * the legacy stream), then their communicators. Prints one line per rank with its device. */
+static void cc_ranks_setup(struct cc_ctx* ctx, int init) {
   ctx->r = calloc((size_t)ctx->nlocal, sizeof *ctx->r);
   if (!ctx->r) cc_die(ctx, "out of memory");
   ctx->fp8_ok = ctx->nccl_version >= 22400;
@@ -1279,7 +1288,7 @@ static void cc_ranks_setup(struct cc_ctx* ctx, int first_dev, int init) {
     struct cc_rank* r = &ctx->r[i];
     struct cudaDeviceProp prop;
     r->rank = ctx->w->proc * ctx->nlocal + i;
-    r->dev = first_dev + i;
+    r->dev = r->rank / ctx->rpg;
     CC_CUDA(ctx, cudaSetDevice(r->dev));
     CC_CUDA(ctx, cudaGetDeviceProperties(&prop, r->dev));
     if (prop.major < 9) ctx->fp8_ok = 0;
@@ -1307,6 +1316,10 @@ static void cc_ranks_setup(struct cc_ctx* ctx, int first_dev, int init) {
     for (int i = 0; i < ctx->nlocal; i++) ctx->r[i].comm = comms[i];
     free(comms);
   }
+  for (int i = 0; i < ctx->nlocal; i++)
+    printf("%s: %s: pid %d: rank %d on device %d\n", cc_prog, ctx->label, (int)getpid(),
+           ctx->r[i].rank, ctx->r[i].dev);
+  fflush(stdout);
 }
 
 static void cc_ranks_teardown(struct cc_ctx* ctx) {
@@ -1358,8 +1371,9 @@ static long cc_run_all(struct cc_ctx* ctx) {
       if (ctx->case_stat[k].cases)
         printf("coll-check: %s: case %-11s %6ld cases, %ld failed\n", ctx->label, cc_case_names[k],
                ctx->case_stat[k].cases, ctx->case_stat[k].failed);
-    printf("coll-check: %s: %ld cases, %ld failed, %d ranks, %.1f s\n", ctx->label, cases, failed,
-           ctx->nranks, cc_now() - t0);
+    int ngpus = (ctx->nranks + ctx->rpg - 1) / ctx->rpg;
+    printf("coll-check: %s: %ld cases, %ld failed, %d ranks on %d GPU%s, %.1f s\n", ctx->label,
+           cases, failed, ctx->nranks, ngpus, ngpus > 1 ? "s" : "", cc_now() - t0);
     fflush(stdout);
   }
   return failed;
@@ -1373,8 +1387,19 @@ struct cc_proc_arg {
   char result_path[64]; /* where process 0 leaves "cases failed" for the parent */
 };
 
-/* No usable GPU: the CUDA error, or too few devices. Prints why. Returns CC_EXIT_SKIP or 0. */
-static int cc_probe(int need, int* count_p) {
+static int cc_ngpus_env(const struct cc_opts* o) {
+  if (o->ngpus > 0) return o->ngpus;
+  const char* e = getenv("CHOIR_TEST_NDEV");
+  return e && *e ? atoi(e) : 0;
+}
+
+static int cc_gpus_for(int nranks, int rpg) { return (nranks + rpg - 1) / rpg; }
+
+/* Can this layout run here? The ranks (-g, else $CHOIR_TEST_NDEV, else every visible GPU times
+ * the ranks per GPU), at least 2 of them, the GPUs they need (ceil(ranks / rpg)), and, when
+ * processes share a GPU (need_mps), MPS on each of those GPUs. Returns 0 with the rank count in
+ * *nranks_p, or CC_EXIT_SKIP after one line saying why and what to do. */
+static int cc_probe(const struct cc_opts* o, int need_mps, int* nranks_p) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -1382,17 +1407,57 @@ static int cc_probe(int need, int* count_p) {
            e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
     return CC_EXIT_SKIP;
   }
-  if (need > count) {
-    printf("%s: skipped: %d GPUs requested but only %d visible\n", cc_prog, need, count);
+  int want = cc_ngpus_env(o);
+  int n = want > 0 ? want : count * o->rpg;
+  if (n < 2) {
+    char why[64];
+    if (o->ngpus > 0)
+      snprintf(why, sizeof why, "-g %d", o->ngpus);
+    else if (want > 0)
+      snprintf(why, sizeof why, "CHOIR_TEST_NDEV=%d", want);
+    else
+      snprintf(why, sizeof why, "%d GPU visible, %d rank per GPU", count, o->rpg);
+    printf("%s: skipped: 1 rank (%s), and the collectives need at least 2; on one GPU, run "
+           "several ranks on it: --ranks-per-gpu 2 (or CHOIR_TEST_RPG=2)\n",
+           cc_prog, why);
     return CC_EXIT_SKIP;
   }
-  if (count_p) *count_p = count;
+  int need = cc_gpus_for(n, o->rpg);
+  if (need > count) {
+    printf("%s: skipped: %d ranks at %d per GPU need %d GPUs but only %d are visible\n", cc_prog,
+           n, o->rpg, need, count);
+    return CC_EXIT_SKIP;
+  }
+  for (int d = 0; need_mps && d < need; d++) {
+    int mps = 0;
+    e = cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, d);
+    if (e != cudaSuccess || !mps) {
+      printf("%s: skipped: needs MPS: --mode procs with %d ranks per GPU puts processes on one "
+             "GPU whose kernels wait for each other, so they must run at the same time, which "
+             "only MPS does, and device %d is not under MPS (%s); start a daemon "
+             "(nvidia-cuda-mps-control -d, or mps_start from test/gpu-mps.sh) or use --mode "
+             "threads\n",
+             cc_prog, o->rpg, d,
+             e != cudaSuccess ? cudaGetErrorString(e) : "cudaDevAttrMpsEnabled is 0");
+      return CC_EXIT_SKIP;
+    }
+  }
+  *nranks_p = n;
   return 0;
 }
 
 static int cc_hosts_env(void) {
   const char* e = getenv("CHOIR_TEST_HOSTS");
   return e && *e ? atoi(e) : 1;
+}
+
+/* "4 per GPU (CHOIR_RANKS_SHARE_GPU=1)", or "" with one rank per GPU. */
+static const char* cc_share_note(const struct cc_opts* o, char* buf, size_t len) {
+  const char* e = getenv("CHOIR_RANKS_SHARE_GPU");
+  buf[0] = '\0';
+  if (o->rpg > 1)
+    snprintf(buf, len, ", %d ranks per GPU (CHOIR_RANKS_SHARE_GPU=%s)", o->rpg, e ? e : "unset");
+  return buf;
 }
 
 static int cc_proc_main(struct perf_world* w, void* argp) {
@@ -1404,6 +1469,7 @@ static int cc_proc_main(struct perf_world* w, void* argp) {
   ctx.label = "procs";
   ctx.nranks = a->nranks;
   ctx.nlocal = 1;
+  ctx.rpg = a->o->rpg;
   ncclGetVersion(&ctx.nccl_version);
   /* CHOIR_TEST_HOSTS=H: the processes pose as H hosts (NCCL_HOSTID), in blocks of consecutive
    * ranks, so that one machine runs the paths of several (within a block p2p or shm, between
@@ -1415,7 +1481,7 @@ static int cc_proc_main(struct perf_world* w, void* argp) {
     setenv("NCCL_HOSTID", id, 1);
   }
   /* The parent has checked, in a probe process, that these GPUs exist. */
-  cc_ranks_setup(&ctx, w->proc, CC_INIT_GROUP);
+  cc_ranks_setup(&ctx, CC_INIT_GROUP);
   long failed = cc_run_all(&ctx);
   cc_ranks_teardown(&ctx);
   if (w->proc == 0) {
@@ -1430,46 +1496,43 @@ static int cc_proc_main(struct perf_world* w, void* argp) {
   return failed ? CC_EXIT_FAIL : CC_EXIT_OK;
 }
 
-/* How many GPUs, asked in a child so that this process has not initialised CUDA when it forks
- * the per-GPU processes. Returns the count, or -CC_EXIT_SKIP after printing why. */
-static int cc_count_gpus_forked(int want) {
+/* cc_probe in a child, so that this process has not initialised CUDA when it forks the
+ * per-rank processes. Returns the rank count, or -CC_EXIT_SKIP after the child said why. */
+static int cc_probe_forked(const struct cc_opts* o, int need_mps) {
   int fds[2];
   if (pipe(fds)) return -CC_EXIT_FAIL;
   fflush(stdout);
   pid_t pid = fork();
   if (pid == 0) {
-    int count = 0;
+    int n = 0;
     close(fds[0]);
-    int rc = cc_probe(want, &count);
+    int rc = cc_probe(o, need_mps, &n);
     fflush(stdout);
-    if (rc) count = -rc;
-    if (write(fds[1], &count, sizeof count) != (ssize_t)sizeof count) _exit(1);
+    if (rc) n = -rc;
+    if (write(fds[1], &n, sizeof n) != (ssize_t)sizeof n) _exit(1);
     _exit(0);
   }
   close(fds[1]);
-  int count = -CC_EXIT_FAIL, status;
-  if (pid < 0 || read(fds[0], &count, sizeof count) != (ssize_t)sizeof count) count = -CC_EXIT_FAIL;
+  int n = -CC_EXIT_FAIL, status;
+  if (pid < 0 || read(fds[0], &n, sizeof n) != (ssize_t)sizeof n) n = -CC_EXIT_FAIL;
   close(fds[0]);
   if (pid > 0) waitpid(pid, &status, 0);
-  return count;
-}
-
-static int cc_ngpus_env(const struct cc_opts* o) {
-  if (o->ngpus > 0) return o->ngpus;
-  const char* e = getenv("CHOIR_TEST_NDEV");
-  return e && *e ? atoi(e) : 0;
+  return n;
 }
 
 static int cc_run_procs(const struct cc_opts* o, long* cases, long* failed) {
-  int want = cc_ngpus_env(o);
-  int n = cc_count_gpus_forked(want);
+  /* Processes on one GPU: one rank each, so any rpg > 1 shares a GPU between processes. */
+  int n = cc_probe_forked(o, o->rpg > 1);
   if (n < 0) return -n;
-  if (want > 0) n = want;
   if (n > PERF_MAX_PROCS) n = PERF_MAX_PROCS;
   struct cc_proc_arg a = {o, n, ""};
+  char share[96];
   snprintf(a.result_path, sizeof a.result_path, "/tmp/coll_check.%d.result", (int)getpid());
   const int hosts = cc_hosts_env();
-  if (hosts > 1)
+  if (o->rpg > 1)
+    printf("%s: procs: %d processes on %d GPU%s%s\n", cc_prog, n, cc_gpus_for(n, o->rpg),
+           cc_gpus_for(n, o->rpg) > 1 ? "s" : "", cc_share_note(o, share, sizeof share));
+  else if (hosts > 1)
     printf("%s: procs: %d processes, one GPU each, posing as %d hosts (CHOIR_TEST_HOSTS)\n",
            cc_prog, n, hosts);
   else
@@ -1495,20 +1558,27 @@ static int cc_run_procs(const struct cc_opts* o, long* cases, long* failed) {
 static int cc_run_threads(const struct cc_opts* o, int init, long* cases, long* failed) {
   struct perf_world w;
   struct cc_ctx ctx;
-  int count = 0;
-  int want = cc_ngpus_env(o);
-  int rc = cc_probe(want, &count);
+  char share[96];
+  int n = 0;
+  /* One process: ranks that share a GPU share its context, no MPS needed. */
+  int rc = cc_probe(o, 0, &n);
   if (rc) return rc;
   perf_world_single(&w);
   memset(&ctx, 0, sizeof ctx);
   ctx.o = o;
   ctx.w = &w;
   ctx.label = init == CC_INIT_ALL ? "threads/initall" : "threads/group-initrank";
-  ctx.nranks = ctx.nlocal = want > 0 ? want : count;
+  ctx.nranks = ctx.nlocal = n;
+  ctx.rpg = o->rpg;
   ncclGetVersion(&ctx.nccl_version);
-  printf("%s: %s: %d GPUs driven from one thread\n", cc_prog, ctx.label, ctx.nranks);
+  if (o->rpg > 1)
+    printf("%s: %s: %d ranks on %d GPU%s%s, driven from one thread\n", cc_prog, ctx.label, n,
+           cc_gpus_for(n, o->rpg), cc_gpus_for(n, o->rpg) > 1 ? "s" : "",
+           cc_share_note(o, share, sizeof share));
+  else
+    printf("%s: %s: %d GPUs driven from one thread\n", cc_prog, ctx.label, ctx.nranks);
   fflush(stdout);
-  cc_ranks_setup(&ctx, 0, init);
+  cc_ranks_setup(&ctx, init);
   long f = cc_run_all(&ctx);
   for (int k = 0; k < CC_NCASES; k++) *cases += ctx.case_stat[k].cases;
   *failed += f;
@@ -1522,12 +1592,15 @@ static void cc_usage(FILE* f) {
   fprintf(
       f,
       "usage: %s [options]\n"
-      "  -g, --ngpus N      ranks (GPUs); default $CHOIR_TEST_NDEV, else every visible GPU\n"
-      "  --mode LIST        threads (one process drives every GPU) and/or procs (one process\n"
-      "                     per GPU); default threads. procs with CHOIR_TEST_HOSTS=H: the\n"
+      "  -g, --ngpus N      ranks (at least 2); default $CHOIR_TEST_NDEV, else every visible\n"
+      "                     GPU times the ranks per GPU\n"
+      "  --ranks-per-gpu R  rank i uses device i / R (default $CHOIR_TEST_RPG, else 1); R > 1\n"
+      "                     sets CHOIR_RANKS_SHARE_GPU=1 unless it is set; procs mode needs MPS\n"
+      "  --mode LIST        threads (one process drives every rank) and/or procs (one process\n"
+      "                     per rank); default threads. procs with CHOIR_TEST_HOSTS=H: the\n"
       "                     processes pose as H hosts (NCCL_HOSTID), consecutive ranks together\n"
       "  --init LIST        threads mode: all (ncclCommInitAll) and/or group (ncclCommInitRank\n"
-      "                     per GPU in a group); default all\n"
+      "                     per rank in a group); default all\n"
       "  --quick | --full   the matrix: quick (default) or the whole bar of issue 6\n"
       "  --ops LIST         allreduce broadcast bcast reduce allgather reducescatter alltoall\n"
       "                     gather scatter sendrecv, or all\n"
@@ -1542,7 +1615,8 @@ static void cc_usage(FILE* f) {
       "  --graph N          capture every matrix case in a CUDA graph, replay it N times\n"
       "  --replays N        replays of the graph case (default 50)\n"
       "  --case LIST        matrix groups graph nonblocking streams multicomm unaligned zero,\n"
-      "                     or all (every case but the matrix); default matrix\n"
+      "                     or all (every case but the matrix), or none (only create and\n"
+      "                     destroy the communicators); default matrix\n"
       "  --exact            floating-point reductions also on exactly representable data\n"
       "  --seed S  --timeout SECONDS (per wait, default 300)  -v, --verbose  -h, --help\n",
       cc_prog);
@@ -1600,6 +1674,7 @@ static int cc_item_red(void* a, const char* s) {
 
 static int cc_item_case(void* a, const char* s) {
   int* v = a;
+  if (!strcmp(s, "none")) return 0;
   if (!strcmp(s, "all")) {
     for (int i = 1; i < CC_NCASES; i++) v[i] = 1;
     return 0;
@@ -1691,9 +1766,11 @@ static int cc_parse(struct cc_opts* o, int argc, char** argv) {
     O_CASE,
     O_EXACT,
     O_SEED,
-    O_TIMEOUT
+    O_TIMEOUT,
+    O_RPG
   };
   static const struct option longs[] = {{"ngpus", required_argument, 0, 'g'},
+                                        {"ranks-per-gpu", required_argument, 0, O_RPG},
                                         {"mode", required_argument, 0, O_MODE},
                                         {"init", required_argument, 0, O_INIT},
                                         {"quick", no_argument, 0, O_QUICK},
@@ -1728,6 +1805,7 @@ static int cc_parse(struct cc_opts* o, int argc, char** argv) {
     int bad = 0;
     switch (c) {
     case 'g': bad = cc_parse_int(optarg, 1, PERF_MAX_PROCS, &o->ngpus); break;
+    case O_RPG: bad = cc_parse_int(optarg, 1, PERF_MAX_PROCS, &o->rpg); break;
     case O_MODE: bad = cc_list(optarg, cc_item_mode, &modes); break;
     case O_INIT: bad = cc_list(optarg, cc_item_init, &inits); break;
     case O_QUICK: full = 0; break;
@@ -1784,6 +1862,15 @@ static int cc_parse(struct cc_opts* o, int argc, char** argv) {
   if (optind < argc) {
     fprintf(stderr, "%s: unexpected argument '%s'\n", cc_prog, argv[optind]);
     return CC_EXIT_USAGE;
+  }
+  if (o->rpg == 0) {
+    const char* e = getenv("CHOIR_TEST_RPG");
+    o->rpg = 1;
+    if (e && *e && cc_parse_int(e, 1, PERF_MAX_PROCS, &o->rpg)) {
+      fprintf(stderr, "%s: CHOIR_TEST_RPG='%s': expected the ranks per GPU, from 1 to %d\n",
+              cc_prog, e, PERF_MAX_PROCS);
+      return CC_EXIT_USAGE;
+    }
   }
   o->modes = modes ? modes : CC_MODE_THREADS;
   o->inits = inits ? inits : CC_INIT_ALL;
@@ -1846,6 +1933,10 @@ int main(int argc, char** argv) {
   if (rc) return rc;
   setvbuf(stdout, NULL, _IOLBF, 0);
   cc_stack_install();
+  /* Ranks that share a GPU: Choir refuses them unless told (NVIDIA's NCCL always does). Set
+   * before the library is first used, and before the processes are forked; a value the caller
+   * set wins (CHOIR_RANKS_SHARE_GPU=0 checks the refusal). */
+  if (o.rpg > 1) setenv("CHOIR_RANKS_SHARE_GPU", "1", 0);
   /* The per-GPU processes are forked first, before this process touches CUDA. */
   if (o.modes & CC_MODE_PROCS) {
     rc = cc_run_procs(&o, &cases, &failed);
