@@ -44,6 +44,13 @@ run=$build/choir-run
 lib=$("$run" --print)
 [ -f "$lib" ] || skip "$lib is not built (ninja -C $build)"
 real_lib=$(readlink -f "$lib")
+# torch_check uses every type and op: a build with a subset of the kernels cannot pass it.
+subset=$("$python" -c 'import json, sys
+opts = json.load(open(sys.argv[1]))
+print(next((o["value"] for o in opts if o["name"] == "kernel_subset"), "all"))' \
+  "$build/meson-info/intro-buildoptions.json" 2>/dev/null) || subset=all
+[ "$subset" = all ] ||
+  skip "$build has a subset of the kernels (kernel_subset=$subset); torch_check needs them all (meson configure $build -Dkernel_subset=all)"
 
 # Probe without Choir: can this Python run torch.distributed on NCCL over a GPU?
 probe=$("$python" - 2>&1 <<'EOF'

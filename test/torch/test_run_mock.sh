@@ -1,9 +1,10 @@
 #!/bin/sh
 # test/torch/run.sh's verdicts, without a GPU: a stand-in PyTorch (test/torch/mock) whose torchrun
 # prints what the ranks would, per scenario, and a stand-in build whose choir-run preloads the C
-# library (harmless) instead of Choir. run.sh must skip without torch, a GPU or a build; pass
-# only when every rank finished with 0 failed and printed Choir's banner and no other NCCL did;
-# fail on a failed check, a missing rank, another NCCL's banner, a nonzero exit, a hang; set
+# library (harmless) instead of Choir. run.sh must skip without torch, a GPU or a build, or with
+# a kernel subset; pass only when every rank finished with 0 failed and printed Choir's banner
+# and no other NCCL did; fail on a failed check, a missing rank, another NCCL's banner, a nonzero
+# exit, a hang; set
 # LD_PRELOAD, NCCL_DEBUG=VERSION, NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1, and
 # CHOIR_RANKS_SHARE_GPU=1 exactly when ranks outnumber GPUs (the stand-in ranks check these); and
 # judge the nvidia:N control (the library checks must fail, nothing else).
@@ -70,6 +71,12 @@ run_case "skip without a GPU" 77 "torch: skipped: torch 0.0+fake sees no GPU" \
 run_case "skip without the build" 77 "torch: skipped: no Choir build at $tmp/nowhere" \
   BUILD="$tmp/nowhere" "$runsh" 1
 run_case "bad world size" 2 "is not a world size" "$runsh" 2x
+mkdir -p "$tmp/subset/meson-info"
+cp "$tmp/build/choir-run" "$tmp/subset/"
+echo '[{"name": "kernel_subset", "value": "ops=sum;types=f32"}]' \
+  >"$tmp/subset/meson-info/intro-buildoptions.json"
+run_case "skip a kernel subset" 77 "has a subset of the kernels (kernel_subset=ops=sum;types=f32)" \
+  BUILD="$tmp/subset" "$runsh" 1
 
 run_case "1 2 4 ranks on 1 GPU pass" 0 "torch world 1: ok (1 ranks, 6 checks each, Choir lib $standin" \
   FAKE_TORCH_GPUS=1 CUDA_MPS_PIPE_DIRECTORY="$mps" "$runsh" 1 2 4
