@@ -160,8 +160,11 @@ for arg in "$@"; do
   nfail_ranks=$(printf '%s\n' "$counts" | awk 'NF && $2 != 0' | wc -l)
   min=$(printf '%s\n' "$counts" | awk 'NF {print $1}' | sort -n | head -n 1)
   max=$(printf '%s\n' "$counts" | awk 'NF {print $1}' | sort -n | tail -n 1)
-  choir_banners=$(grep -c 'NCCL version [0-9].*(Choir ' "$log")
-  other_banners=$(grep 'NCCL version [0-9]' "$log" | grep -vc '(Choir ')
+  # Banners only: a line that starts with it, or NCCL's log prefix before it (not an error
+  # message that quotes the version).
+  banner_re='(^|NCCL (INFO|VERSION) )NCCL version [0-9]'
+  choir_banners=$(grep -E "$banner_re" "$log" | grep -c '(Choir ')
+  other_banners=$(grep -E "$banner_re" "$log" | grep -vc '(Choir ')
   fail_lines=$(grep -E '^torch-check: rank [0-9]+: FAIL ' "$log")
   nonlib_fails=$(printf '%s\n' "$fail_lines" | grep -v ': FAIL nccl library ' | grep -c 'FAIL')
   lib_fails=$(printf '%s\n' "$fail_lines" | grep -c ': FAIL nccl library ')
