@@ -100,14 +100,15 @@ struct perf_opts {
   int types[REF_NTYPES];
   int nops; /* -o */
   int ops[REF_NOPS];
-  int root;         /* -r, -1 for all */
-  int blocking;     /* -z */
-  int graph;        /* -G */
-  int average;      /* -a */
-  int timeout;      /* -T, seconds, 0 = none */
-  const char* json; /* -J */
-  int cuda_malloc;  /* --cudamalloc: buffers from cudaMalloc instead of ncclMemAlloc */
-  int help;         /* -h */
+  int root;          /* -r, -1 for all */
+  int blocking;      /* -z */
+  int graph;         /* -G */
+  int average;       /* -a */
+  int timeout;       /* -T, seconds, 0 = none */
+  const char* json;  /* -J */
+  int cuda_malloc;   /* --cudamalloc: buffers from cudaMalloc instead of ncclMemAlloc */
+  int ranks_per_gpu; /* --ranks-per-gpu: local rank slot i uses device i / ranks_per_gpu */
+  int help;          /* -h */
 };
 
 /* Parse argv. Returns 0, or PERF_EXIT_USAGE with a one-line message naming the option in err.
@@ -205,10 +206,25 @@ struct perf_world_ops {
 struct perf_world {
   int nprocs;
   int proc;
-  int local_rank; /* index among the processes on this host: its GPUs start there */
+  int local_rank;   /* index among the processes on this host: its GPUs start there */
+  int local_nprocs; /* processes on this host */
   const struct perf_world_ops* ops;
   void* impl;
 };
+
+/*
+ * Ranks and GPUs on a host. Every process has per_proc = -t x -g local rank slots, numbered
+ * local_rank * per_proc + thread * ngpus + gpu across the host; slot i uses device
+ * i / ranks_per_gpu. So -g 4 --ranks-per-gpu 4 is 4 ranks of one thread on GPU 0, -p 4
+ * --ranks-per-gpu 4 four processes on GPU 0, -t 2 -g 2 --ranks-per-gpu 4 four ranks of two
+ * threads on GPU 0.
+ */
+int perf_world_device(const struct perf_opts* o, int local_rank, int thread, int gpu);
+/* This process's devices: first and last (inclusive). */
+void perf_world_devices(const struct perf_opts* o, int local_rank, int* first, int* last);
+/* Whether a GPU of this process also holds ranks of another process of the host (which needs
+ * MPS for their kernels to run at the same time). */
+int perf_world_shares_gpu(const struct perf_opts* o, const struct perf_world* w);
 
 /* One process, nothing to share with. */
 void perf_world_single(struct perf_world* w);

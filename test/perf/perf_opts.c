@@ -13,8 +13,9 @@
 
 #define PERF_MAX_RANKS 65536
 
-/* Long options without a letter. */
+/* Long options without a letter (the letters are nccl-tests'). */
 #define PERF_OPT_CUDAMALLOC 0x100
+#define PERF_OPT_RANKS_PER_GPU 0x101
 
 struct perf_name {
   const char* name;
@@ -140,6 +141,7 @@ static const struct option perf_long_opts[] = {
     {"timeout", required_argument, NULL, 'T'},
     {"output_json", required_argument, NULL, 'J'},
     {"cudamalloc", no_argument, NULL, PERF_OPT_CUDAMALLOC},
+    {"ranks-per-gpu", required_argument, NULL, PERF_OPT_RANKS_PER_GPU},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -191,6 +193,7 @@ static void perf_opts_defaults(struct perf_opts* o) {
   o->ops[0] = REF_SUM;
   o->root = 0;
   o->average = 1;
+  o->ranks_per_gpu = 1;
 }
 
 int perf_opts_parse(struct perf_opts* o, int argc, char** argv, int mpi_build, char* err,
@@ -274,8 +277,18 @@ int perf_opts_parse(struct perf_opts* o, int argc, char** argv, int mpi_build, c
       o->json = optarg;
       break;
     case PERF_OPT_CUDAMALLOC: o->cuda_malloc = 1; break;
+    case PERF_OPT_RANKS_PER_GPU:
+      if (perf_parse_int(optarg, 1, 1024, &o->ranks_per_gpu))
+        return perf_opts_fail(err, errlen,
+                              "option --ranks-per-gpu: expected an integer from 1 to 1024, got "
+                              "'%s'",
+                              optarg);
+      break;
     case 'h': o->help = 1; return 0;
     case ':':
+      if (optopt >= PERF_OPT_CUDAMALLOC) /* a long option without a letter */
+        return perf_opts_fail(err, errlen, "option --%s: missing argument",
+                              perf_long_name(optopt));
       if (optopt)
         return perf_opts_fail(err, errlen, "option -%c (--%s): missing argument", optopt,
                               perf_long_name(optopt));
@@ -351,5 +364,9 @@ void perf_opts_usage(FILE* f, const char* prog, int mpi_build) {
          "                         takes more than S seconds (default 0: no limit)\n"
          "  -J, --output_json FILE write the results as JSON too\n"
          "      --cudamalloc       buffers from cudaMalloc (default: ncclMemAlloc, as nccl-tests)\n"
+         "      --ranks-per-gpu R  R ranks on each GPU (default 1): -t/-g/-p still count ranks;\n"
+         "                         local rank i uses device i / R; sets\n"
+         "                         CHOIR_RANKS_SHARE_GPU=1 unless it is set; processes sharing a\n"
+         "                         GPU need MPS\n"
          "  -h, --help             this text\n");
 }

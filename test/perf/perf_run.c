@@ -1,8 +1,9 @@
 /*
  * Choir perf tools: the benchmark (one process; perf_main also starts the processes).
  *
- * Per process: -t threads, each driving -g GPUs (one rank each); ranks are numbered
- * process-major, then thread, then GPU, and process p uses the GPUs from local_rank * t * g on.
+ * Per process: -t threads, each driving -g ranks; ranks are numbered process-major, then thread,
+ * then GPU, and the local rank slot i of the host (local_rank * t * g + thread * g + gpu) uses
+ * device i / R (--ranks-per-gpu R, default 1: one GPU per rank; see perf_world_device).
  * For each type, operator and root, and each size: both halves (out of place, in place) are
  * timed with a host clock around -n iterations of -m operations (after one untimed call), ending
  * in the completion of every stream; the time per operation is averaged (-a) over all threads of
@@ -670,7 +671,7 @@ static void perf_worker_setup(struct perf_worker* wk) {
   int devs[1024];
   for (int g = 0; g < ctx->ngpus; g++) {
     struct perf_gpu* gp = &wk->gpus[g];
-    gp->dev = ctx->w->local_rank * ctx->o->nthreads * ctx->ngpus + wk->thread * ctx->ngpus + g;
+    gp->dev = perf_world_device(ctx->o, ctx->w->local_rank, wk->thread, g);
     gp->rank = (ctx->w->proc * ctx->o->nthreads + wk->thread) * ctx->ngpus + g;
     devs[g] = gp->dev;
     perf_phase(wk, 0, "setting up device %d for rank %d", gp->dev, gp->rank);
@@ -760,29 +761,44 @@ static const char* perf_library_path(char* buf, size_t len) {
   return buf;
 }
 
-/* Are this process's GPUs there? Returns 0, or PERF_EXIT_SKIP after saying why. */
+/* Are this process's GPUs there, and, when it shares one with another process, under MPS?
+ * Returns 0, or PERF_EXIT_SKIP after one line saying why. */
 static int perf_probe_devices(const struct perf_args* a, struct perf_world* w) {
-  int count = 0;
+  int count = 0, first, last;
   cudaError_t e = cudaGetDeviceCount(&count);
-  int need_lo = w->local_rank * a->o->nthreads * a->o->ngpus;
-  int need = need_lo + a->o->nthreads * a->o->ngpus;
-  double ok = 1.0;
+  perf_world_devices(a->o, w->local_rank, &first, &last);
+  double ok[2] = {1.0, 1.0}; /* devices, MPS */
   if (e != cudaSuccess || count == 0) {
     if (w->proc == 0)
       printf("no CUDA device: %s\n",
              e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
-    ok = 0.0;
-  } else if (count < need) {
+    ok[0] = 0.0;
+  } else if (count <= last) {
     printf("no CUDA device: process %d needs devices %d..%d but only %d are visible\n", w->proc,
-           need_lo, need - 1, count);
-    ok = 0.0;
+           first, last, count);
+    ok[0] = 0.0;
+  } else if (perf_world_shares_gpu(a->o, w)) {
+    /* Its kernels and another process's wait for each other on one GPU: without MPS the two
+     * processes' kernels take turns on it and never meet. */
+    for (int d = first; d <= last; d++) {
+      int mps = 0;
+      if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, d) != cudaSuccess || !mps)
+        ok[1] = 0.0;
+    }
   }
   /* Every process takes the same decision, so that none waits for a peer that left. */
-  if (w->ops->allreduce(w, &ok, 1, PERF_RED_MIN)) return PERF_EXIT_ABORTED;
-  return ok > 0.0 ? 0 : PERF_EXIT_SKIP;
+  if (w->ops->allreduce(w, ok, 2, PERF_RED_MIN)) return PERF_EXIT_ABORTED;
+  if (ok[0] > 0.0 && ok[1] == 0.0 && w->proc == 0)
+    printf("skipped: needs MPS: with --ranks-per-gpu %d, processes share a GPU and their kernels "
+           "must run at the same time, which only MPS does; start a daemon "
+           "(nvidia-cuda-mps-control -d, or mps_start from test/gpu-mps.sh) or put the ranks of "
+           "a GPU in one process (-g or -t)\n",
+           a->o->ranks_per_gpu);
+  return ok[0] > 0.0 && ok[1] > 0.0 ? 0 : PERF_EXIT_SKIP;
 }
 
-static void perf_devinfo_local(struct perf_world* w, struct perf_devinfo* d, int n) {
+static void perf_devinfo_local(const struct perf_opts* o, struct perf_world* w,
+                               struct perf_devinfo* d, int n) {
   char host[256] = "?";
   gethostname(host, sizeof host);
   host[sizeof host - 1] = '\0';
@@ -793,7 +809,7 @@ static void perf_devinfo_local(struct perf_world* w, struct perf_devinfo* d, int
     memset(&d[i], 0, sizeof d[i]);
     d[i].rank = w->proc * n + i;
     d[i].pid = (int)getpid();
-    d[i].device = w->local_rank * n + i;
+    d[i].device = perf_world_device(o, w->local_rank, i / o->ngpus, i % o->ngpus);
     size_t k = 0;
     for (; k + 1 < sizeof d[i].host && host[k]; k++) d[i].host[k] = host[k];
     d[i].host[k] = '\0';
@@ -834,16 +850,19 @@ static int perf_proc_main(struct perf_world* w, void* arg) {
     return PERF_EXIT_USAGE;
   }
 
-  /* Largest size that fits: two buffers per GPU and room for NCCL itself. */
+  /* Largest size that fits: two buffers per rank, and room for NCCL itself, for the ranks that
+   * share a GPU. */
   double mem = 1e30;
-  for (int i = 0; i < per_proc; i++) {
+  int first_dev, last_dev;
+  perf_world_devices(o, w->local_rank, &first_dev, &last_dev);
+  for (int dev = first_dev; dev <= last_dev; dev++) {
     struct cudaDeviceProp prop;
-    int dev = w->local_rank * per_proc + i;
     if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess && (double)prop.totalGlobalMem < mem)
       mem = (double)prop.totalGlobalMem;
   }
   if (w->ops->allreduce(w, &mem, 1, PERF_RED_MIN)) return PERF_EXIT_ABORTED;
-  double fit = (mem - 2.0 * 1024 * 1024 * 1024) / 2.0;
+  const double rpg = o->ranks_per_gpu;
+  double fit = (mem - (1.0 + rpg) * 1024 * 1024 * 1024) / (2.0 * rpg);
   ctx.max_bytes = o->max_bytes;
   if ((double)ctx.max_bytes > fit) {
     ctx.max_bytes = fit > 0 ? (size_t)fit : 0;
@@ -880,11 +899,16 @@ static int perf_proc_main(struct perf_world* w, void* arg) {
     fprintf(stderr, "%s: out of memory\n", a->prog);
     return PERF_EXIT_ERROR;
   }
-  perf_devinfo_local(w, mine, per_proc);
+  perf_devinfo_local(o, w, mine, per_proc);
   if (w->ops->gather(w, mine, (size_t)per_proc * sizeof *mine, devs)) return PERF_EXIT_ABORTED;
   if (w->proc == 0) {
     char err[512];
     perf_fmt_config(stdout, o, a->prog, NCCL_VERSION_CODE, lib_version, lib);
+    if (o->ranks_per_gpu > 1) {
+      const char* share = getenv("CHOIR_RANKS_SHARE_GPU");
+      printf("# Ranks per GPU: %d (CHOIR_RANKS_SHARE_GPU=%s)\n", o->ranks_per_gpu,
+             share ? share : "unset");
+    }
     perf_fmt_devices(stdout, devs, ctx.nranks);
     if (o->json) {
       ctx.json = perf_json_open(o->json, err, sizeof err);
@@ -971,6 +995,13 @@ static int perf_proc_main(struct perf_world* w, void* arg) {
   return wrong > 0 ? PERF_EXIT_WRONG : PERF_EXIT_OK;
 }
 
+/* Ranks that share a GPU: Choir refuses them unless told (NVIDIA's NCCL always does). Set
+ * before the library is first used and before any process is forked; a value the caller set
+ * wins. */
+static void perf_share_env(const struct perf_opts* o) {
+  if (o->ranks_per_gpu > 1) setenv("CHOIR_RANKS_SHARE_GPU", "1", 0);
+}
+
 int perf_main(int coll, int argc, char** argv) {
   struct perf_opts o;
   struct perf_args a;
@@ -1000,6 +1031,7 @@ int perf_main(int coll, int argc, char** argv) {
     perf_world_mpi_finalize(&w);
     return rc;
   }
+  perf_share_env(&o);
   rc = perf_proc_main(&w, &a);
   perf_world_mpi_finalize(&w);
   return rc;
@@ -1013,6 +1045,7 @@ int perf_main(int coll, int argc, char** argv) {
     perf_opts_usage(stdout, prog, 0);
     return 0;
   }
+  perf_share_env(&o);
   if (o.nprocs > 1) return perf_launch(o.nprocs, perf_proc_main, &a);
   struct perf_world w;
   perf_world_single(&w);

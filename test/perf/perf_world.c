@@ -64,8 +64,31 @@ void perf_world_single(struct perf_world* w) {
   w->nprocs = 1;
   w->proc = 0;
   w->local_rank = 0;
+  w->local_nprocs = 1;
   w->ops = &perf_single_ops;
   w->impl = NULL;
+}
+
+/* ---- Ranks and GPUs ---- */
+
+int perf_world_device(const struct perf_opts* o, int local_rank, int thread, int gpu) {
+  int slot = (local_rank * o->nthreads + thread) * o->ngpus + gpu;
+  return slot / o->ranks_per_gpu;
+}
+
+void perf_world_devices(const struct perf_opts* o, int local_rank, int* first, int* last) {
+  *first = perf_world_device(o, local_rank, 0, 0);
+  *last = perf_world_device(o, local_rank, o->nthreads - 1, o->ngpus - 1);
+}
+
+int perf_world_shares_gpu(const struct perf_opts* o, const struct perf_world* w) {
+  /* Slots are consecutive per process: a GPU is shared with a neighbour exactly when a process
+   * boundary falls inside a group of ranks_per_gpu slots. */
+  int per_proc = o->nthreads * o->ngpus;
+  int l = w->local_rank;
+  int with_prev = l > 0 && (l * per_proc) % o->ranks_per_gpu != 0;
+  int with_next = l + 1 < w->local_nprocs && ((l + 1) * per_proc) % o->ranks_per_gpu != 0;
+  return with_prev || with_next;
 }
 
 /* ---- Shared-memory world of the launcher ---- */
@@ -284,7 +307,7 @@ int perf_launch(int nprocs, int (*fn)(struct perf_world* w, void* arg), void* ar
   for (int p = 0; p < nprocs; p++) {
     pid_t pid = fork();
     if (pid == 0) {
-      struct perf_world w = {nprocs, p, p, &perf_shm_ops, s};
+      struct perf_world w = {nprocs, p, p, nprocs, &perf_shm_ops, s};
       /* Die with the launcher rather than run on alone. */
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(PERF_EXIT_ABORTED);

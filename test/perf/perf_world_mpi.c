@@ -61,6 +61,7 @@ int perf_world_mpi_init(struct perf_world* w, int* argc, char*** argv) {
   /* The processes sharing this host, in world-rank order, take consecutive GPU sets. */
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w->proc, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &w->local_rank);
+  MPI_Comm_size(local, &w->local_nprocs);
   MPI_Comm_free(&local);
   w->ops = &perf_mpi_ops;
   w->impl = NULL;

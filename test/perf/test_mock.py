@@ -4,12 +4,16 @@ end to end without a GPU. Every collective, type and operator passes its checks 
 layouts (GPUs, threads, graphs, aggregation, blocking, roots), the output has the nccl-tests
 shape and valid JSON, and injected faults (wrong values, overruns, hangs, asynchronous errors,
 missing devices) end with the right exit status and a message naming the rank and operation.
+Several ranks per GPU (--ranks-per-gpu): every collective checked with 4 ranks of one thread,
+4 ranks of two threads and 8 ranks on 2 GPUs; local rank i on device i / R in the header and in
+the mock's trace of the streams each process created; processes sharing a GPU skip without MPS.
 
 usage: test_mock.py MOCK_BIN_DIR
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,7 +27,7 @@ failures = []
 def run(bin_dir, coll, args, env=None, timeout=300):
     e = dict(os.environ)
     for k in list(e):
-        if k.startswith("MOCK_"):
+        if k.startswith("MOCK_") or k == "CHOIR_RANKS_SHARE_GPU":
             del e[k]
     e.update(env or {})
     p = subprocess.run([os.path.join(bin_dir, coll + "_perf")] + args, env=e,
@@ -146,8 +150,88 @@ def test_faults(bin_dir):
     check(rc == 2 and "-d (--datatype)" in err, "bad type", err)
 
 
+DEVICE_LINE = re.compile(r"^#  Rank +(\d+) Group +\d+ Pid +(\d+) on +\S+ device +(\d+) ", re.M)
+
+
+def check_devices(what, out, trace_path, nranks, rpg):
+    """The header's rank -> device lines say rank // rpg (one host: rank = local slot), and each
+    process created its streams, in rank order, on those devices (the mock's trace)."""
+    lines = [(int(r), int(p), int(d)) for r, p, d in DEVICE_LINE.findall(out)]
+    check([r for r, _, _ in lines] == list(range(nranks)), "%s: device lines %s" % (what, lines),
+          out)
+    check(all(d == r // rpg for r, _, d in lines), "%s: devices %s" % (what, lines), out)
+    streams = {}
+    try:
+        with open(trace_path) as f:
+            for t in f:
+                pid, dev = t.split()[1:3]
+                streams.setdefault(int(pid[4:]), []).append(int(dev[4:]))
+    except OSError:
+        pass
+    want = {}
+    for _, p, d in lines:
+        want.setdefault(p, []).append(d)
+    check(streams == want, "%s: streams per process %s, header %s" % (what, streams, want), out)
+
+
+def test_ranks_per_gpu(bin_dir):
+    with tempfile.TemporaryDirectory() as d:
+        # One process: every collective, type and operator checked, ranks sharing GPUs.
+        for lay, ndev, nranks, rpg in ((["-g", "4"], 1, 4, 4), (["-t", "2", "-g", "2"], 1, 4, 4),
+                                       (["-g", "8"], 2, 8, 4)):
+            for coll in COLLS:
+                trace = os.path.join(d, "%s-%s" % (coll, "-".join(lay)))
+                args = ["-b", "8", "-e", "2K", "-f", "8", "-d", "all", "-o", "all", "-n", "2",
+                        "-c", "1", "--ranks-per-gpu", str(rpg)] + lay
+                rc, out, err = run(bin_dir, coll, args, {"MOCK_CUDA_DEVICES": str(ndev),
+                                                         "MOCK_CUDA_TRACE": trace})
+                what = "%s %s --ranks-per-gpu %d on %d device(s)" % (coll, " ".join(lay), rpg, ndev)
+                check(rc == 0, "%s: exit status %d" % (what, rc), out + err)
+                check("# Ranks per GPU: %d (CHOIR_RANKS_SHARE_GPU=1)" % rpg in out,
+                      "%s: header" % what, out)
+                rows = data_rows(out)
+                nops = 6 if coll in REDUCING else 1
+                check(len(rows) == 3 * 12 * nops and all(r[8] == "0" for r in rows),
+                      "%s: %d rows, all checked right" % (what, len(rows)), out)
+                check_devices(what, out, trace, nranks, rpg)
+        # Processes sharing GPU 0 (MPS). The mock cannot carry a collective between processes, so
+        # the run ends at -T; the header and the streams show where each rank was.
+        for lay, nranks, rpg, mps in ((["-p", "4", "-g", "1"], 4, 4, True),
+                                      (["-p", "2", "-g", "3"], 6, 2, True),
+                                      (["-p", "2", "-t", "2", "-g", "2"], 8, 4, False)):
+            trace = os.path.join(d, "procs-%s" % "-".join(lay))
+            args = ["-b", "64", "-e", "64", "-n", "1", "-T", "1", "--ranks-per-gpu", str(rpg)] + lay
+            what = "%s --ranks-per-gpu %d" % (" ".join(lay), rpg)
+            env = {"MOCK_CUDA_DEVICES": str((nranks + rpg - 1) // rpg), "MOCK_CUDA_TRACE": trace}
+            if mps:
+                rc, out, err = run(bin_dir, "all_reduce", args, env, timeout=60)
+                check(rc == 77 and out.strip().startswith("skipped: needs MPS: with --ranks-per-gpu "
+                                                          "%d, processes share a GPU" % rpg) and
+                      out.count("\n") == 1, "%s without MPS: skipped (%d)" % (what, rc), out + err)
+                env["MOCK_CUDA_MPS"] = "1"
+                if os.path.exists(trace):
+                    os.unlink(trace)
+            rc, out, err = run(bin_dir, "all_reduce", args, env, timeout=60)
+            check(rc == 4 and "# Ranks per GPU: %d" % rpg in out, "%s: exit status %d" % (what, rc),
+                  out + err)
+            check_devices(what, out, trace, nranks, rpg)
+    # Too few devices for the ranks; a CHOIR_RANKS_SHARE_GPU the caller set is kept.
+    rc, out, err = run(bin_dir, "all_reduce", ["-b", "64", "-e", "64", "-g", "8", "--ranks-per-gpu",
+                                               "4"], {"MOCK_CUDA_DEVICES": "1"})
+    check(rc == 77 and "needs devices 0..1 but only 1" in out, "8 ranks at 4 per GPU on 1: %d" % rc,
+          out + err)
+    rc, out, err = run(bin_dir, "all_reduce", ["-b", "64", "-e", "64", "-g", "2", "--ranks-per-gpu",
+                                               "2"], {"MOCK_CUDA_DEVICES": "1",
+                                                      "CHOIR_RANKS_SHARE_GPU": "0"})
+    check(rc == 0 and "# Ranks per GPU: 2 (CHOIR_RANKS_SHARE_GPU=0)" in out, "caller's value kept",
+          out + err)
+    rc, out, err = run(bin_dir, "all_reduce", ["-b", "64", "-e", "64", "-g", "2"])
+    check(rc == 0 and "Ranks per GPU" not in out, "one rank per GPU: no header line", out + err)
+
+
 def main():
     bin_dir = sys.argv[1]
+    test_ranks_per_gpu(bin_dir)
     test_output(bin_dir)
     test_faults(bin_dir)
     test_matrix(bin_dir)

@@ -37,6 +37,7 @@ static void test_defaults(void) {
   CHECK_MSG(o.root == 0 && o.blocking == 0 && o.graph == 0 && o.average == 1 && o.timeout == 0 &&
             o.json == NULL && o.help == 0,
         "other defaults");
+  CHECK_MSG(o.ranks_per_gpu == 1, "one rank per GPU by default");
 }
 
 static void test_all_options(void) {
@@ -72,6 +73,15 @@ static void test_all_options(void) {
   CHECK_MSG(o.cuda_malloc == 0, "ncclMemAlloc by default");
   CHECK_MSG(parse(&o, 0, err, sizeof err, "--cudamalloc", NULL) == 0 && o.cuda_malloc == 1,
         "--cudamalloc");
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "--ranks-per-gpu", "4", "-g", "4", NULL) == 0 &&
+                o.ranks_per_gpu == 4 && o.ngpus == 4,
+            "--ranks-per-gpu 4: %s", err);
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "-t", "2", "-g", "2", "--ranks-per-gpu=4", NULL) == 0 &&
+                o.ranks_per_gpu == 4 && o.nthreads == 2 && o.ngpus == 2,
+            "--ranks-per-gpu=4 with -t and -g: %s", err);
+  CHECK_MSG(parse(&o, 1, err, sizeof err, "--ranks-per-gpu", "2", NULL) == 0 &&
+                o.ranks_per_gpu == 2,
+            "--ranks-per-gpu in the MPI build: %s", err);
   CHECK_MSG(parse(&o, 0, err, sizeof err, "-h", NULL) == 0 && o.help, "-h");
   CHECK_MSG(parse(&o, 0, err, sizeof err, "--help", NULL) == 0 && o.help, "--help");
   /* Parsing again starts from the defaults (getopt is reset). */
@@ -202,6 +212,14 @@ static void test_errors(void) {
                "1", NULL);
   expect_error("too many ranks", "more than 65536 ranks", "-p", "1024", "-t", "1024", "-g", "2",
                NULL);
+  expect_error("ranks per gpu 0", "option --ranks-per-gpu: expected an integer from 1 to 1024, "
+               "got '0'", "--ranks-per-gpu", "0", NULL);
+  expect_error("ranks per gpu text", "option --ranks-per-gpu: expected an integer", "--ranks-per-gpu",
+               "four", NULL);
+  expect_error("ranks per gpu missing", "option --ranks-per-gpu: missing argument",
+               "--ranks-per-gpu", NULL);
+  /* Long option only: the short letters are nccl-tests'. */
+  expect_error("no short letter", "unknown option -R", "-R", "2", NULL);
 }
 
 int main(void) {

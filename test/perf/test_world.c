@@ -60,7 +60,7 @@ static int child_basic(struct perf_world* w, void* arg) {
   if (w->proc == 0)
     for (int p = 0; p < n; p++)
       if (all[2 * p] != p || all[2 * p + 1] != 10 * p) bad++;
-  if (w->local_rank != w->proc) bad++;
+  if (w->local_rank != w->proc || w->local_nprocs != n) bad++;
 
   struct perf_team* t = perf_team_create(NTHREADS, w);
   struct team_arg a[NTHREADS];
@@ -122,8 +122,60 @@ static int child_failed_flag(struct perf_world* w, void* arg) {
   return w->ops->failed(w) ? PERF_EXIT_ABORTED : 11;
 }
 
+/* Local rank slot i on device i / R, and which processes share a GPU (they need MPS). */
+static void test_devices(void) {
+  struct perf_opts o;
+  memset(&o, 0, sizeof o);
+  o.nthreads = 1, o.ngpus = 4, o.ranks_per_gpu = 4; /* -g 4 --ranks-per-gpu 4 */
+  for (int g = 0; g < 4; g++)
+    CHECK_MSG(perf_world_device(&o, 0, 0, g) == 0, "-g 4 --rpg 4: rank %d on GPU 0", g);
+  int first, last;
+  perf_world_devices(&o, 0, &first, &last);
+  CHECK_MSG(first == 0 && last == 0, "-g 4 --rpg 4: devices %d..%d", first, last);
+  struct perf_world w = {1, 0, 0, 1, NULL, NULL};
+  CHECK_MSG(!perf_world_shares_gpu(&o, &w), "one process shares with nobody");
+
+  o.ngpus = 1; /* -p 4 --ranks-per-gpu 4: every process on GPU 0, each shares it */
+  for (int p = 0; p < 4; p++) {
+    struct perf_world wp = {4, p, p, 4, NULL, NULL};
+    CHECK_MSG(perf_world_device(&o, p, 0, 0) == 0, "-p 4 --rpg 4: process %d on GPU 0", p);
+    CHECK_MSG(perf_world_shares_gpu(&o, &wp), "-p 4 --rpg 4: process %d shares GPU 0", p);
+  }
+
+  o.nthreads = 2, o.ngpus = 2; /* -t 2 -g 2 --ranks-per-gpu 4: four ranks of two threads, GPU 0 */
+  for (int t = 0; t < 2; t++)
+    for (int g = 0; g < 2; g++)
+      CHECK_MSG(perf_world_device(&o, 0, t, g) == 0, "-t 2 -g 2 --rpg 4: thread %d gpu %d", t, g);
+  /* ... and with -p 2, the second process's four ranks on GPU 1: no GPU shared between them. */
+  struct perf_world w0 = {2, 0, 0, 2, NULL, NULL}, w1 = {2, 1, 1, 2, NULL, NULL};
+  CHECK_MSG(perf_world_device(&o, 1, 0, 0) == 1 && perf_world_device(&o, 1, 1, 1) == 1,
+            "-p 2 -t 2 -g 2 --rpg 4: process 1 on GPU 1");
+  CHECK_MSG(!perf_world_shares_gpu(&o, &w0) && !perf_world_shares_gpu(&o, &w1),
+            "-p 2 -t 2 -g 2 --rpg 4: no process shares a GPU");
+
+  o.nthreads = 1, o.ngpus = 3, o.ranks_per_gpu = 2; /* -p 2 -g 3 --rpg 2: slots 0..5 */
+  static const int want[2][3] = {{0, 0, 1}, {1, 2, 2}};
+  for (int p = 0; p < 2; p++)
+    for (int g = 0; g < 3; g++)
+      CHECK_MSG(perf_world_device(&o, p, 0, g) == want[p][g], "-p 2 -g 3 --rpg 2: process %d gpu %d",
+                p, g);
+  perf_world_devices(&o, 1, &first, &last);
+  CHECK_MSG(first == 1 && last == 2, "-p 2 -g 3 --rpg 2: process 1 on devices %d..%d", first, last);
+  CHECK_MSG(perf_world_shares_gpu(&o, &w0) && perf_world_shares_gpu(&o, &w1),
+            "-p 2 -g 3 --rpg 2: GPU 1 is shared by both processes");
+  /* The last process on a host shares nothing after it; MPI: processes count per host. */
+  struct perf_world alone = {8, 5, 0, 1, NULL, NULL};
+  CHECK_MSG(!perf_world_shares_gpu(&o, &alone), "one process per host shares no GPU");
+
+  o.ngpus = 2, o.ranks_per_gpu = 1; /* one GPU per rank, as before: process p from p * g on */
+  CHECK_MSG(perf_world_device(&o, 3, 0, 1) == 7, "-p 4 -g 2: process 3's second GPU is 7");
+  struct perf_world w3 = {4, 3, 3, 4, NULL, NULL};
+  CHECK_MSG(!perf_world_shares_gpu(&o, &w3), "one rank per GPU shares nothing");
+}
+
 int main(void) {
   alarm(120); /* a hang is a failure, not a stuck CI job */
+  test_devices();
   CHECK_MSG(perf_launch(4, child_basic, NULL) == 0, "four processes agree");
   CHECK_MSG(perf_launch(1, child_basic, NULL) == 0, "one process");
   CHECK_MSG(perf_launch(4, child_one_fails, NULL) == PERF_EXIT_ERROR,
