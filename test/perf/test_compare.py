@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Unit test of test/perf/compare, driven with the perf binaries linked with the CPU mock: the
 alternating runs, the table, the CSV, failure reporting, the command lines it builds, and its
-argument checks.
+argument checks. With --ranks-per-gpu, a reference library that refuses ranks sharing a GPU (as
+NVIDIA's NCCL does; here a wrapper around the mock binary that fails as the real one does when
+its LD_LIBRARY_PATH is library B's) shows as "refused", with library A's figures alone.
 
 usage: test_compare.py COMPARE_SCRIPT MOCK_BIN_DIR
 """
@@ -9,9 +11,36 @@ usage: test_compare.py COMPARE_SCRIPT MOCK_BIN_DIR
 import csv
 import json
 import os
+import stat
 import subprocess
 import sys
 import tempfile
+
+# What all_reduce_perf prints when NVIDIA's NCCL refuses two ranks on one GPU (the header, then
+# the failing call with ncclGetLastError's text).
+NVIDIA_REFUSAL = """#!/bin/sh
+case "$LD_LIBRARY_PATH:$*" in
+  {refuser}*--ranks-per-gpu*)
+    echo "# Collective test starting: all_reduce_perf"
+    echo "all_reduce_perf: process 0 thread 0: ncclCommInitAll(comms, ctx->ngpus, devs) failed:" \
+         "invalid usage, last error: 'Duplicate GPU detected : rank 1 and rank 0 both on CUDA" \
+         "device 1000' (perf_run.c:800), during ncclCommInitAll of 4 devices" >&2
+    exit 3 ;;
+esac
+exec {real} "$@"
+"""
+
+
+def refusing_bin_dir(d, bin_dir, refuser):
+    """A bin dir whose all_reduce_perf refuses shared GPUs under the library dir `refuser`."""
+    wrap = os.path.join(d, "wrap-" + os.path.basename(refuser))
+    os.makedirs(wrap)
+    path = os.path.join(wrap, "all_reduce_perf")
+    with open(path, "w") as f:
+        f.write(NVIDIA_REFUSAL.format(refuser=refuser,
+                                      real=os.path.join(bin_dir, "all_reduce_perf")))
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+    return wrap
 
 failures = []
 
@@ -101,8 +130,51 @@ def main():
         check(rc == 0 and "mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x "
               "NCCL_NVLS_ENABLE" in out and "all_reduce_perf_mpi" in out, "mpirun command", out)
 
+        # Ranks sharing a GPU: both runs get --ranks-per-gpu and -g counts ranks.
+        rc, out, err = run(compare, common + ["--ngpus", "1", "--ranks-per-gpu", "4", "--procs",
+                                              "2", "--ops", "all", "--dry-run"])
+        cmds = [l for l in out.splitlines() if l.startswith("# [")]
+        check(rc == 0 and len(cmds) == 18 and
+              all(" -p 2 " in c and " -g 2 " in c and " --ranks-per-gpu 4" in c for c in cmds),
+              "dry run, 4 ranks on 1 GPU in 2 processes", out + err)
+        # The reference refuses (as NVIDIA's NCCL does): its column says so, no ratio, no failure.
+        common_rpg = [x if x != bin_dir else refusing_bin_dir(d, bin_dir, lib_b) for x in common]
+        common_rpg[common_rpg.index("--ngpus") + 1] = "1"
+        rc, out, err = run(compare, common_rpg + ["--ranks-per-gpu", "4", "--ops", "all_reduce",
+                                                  "-c", "1", "--repeat", "2"],
+                           {"MOCK_CUDA_DEVICES": "1"})
+        check(rc == 0, "reference refuses shared GPUs: exit status %d" % rc, out + err)
+        check("== all_reduce, 1 GPU, 4 ranks per GPU, out-of-place" in out, "title", out)
+        line = [l for l in out.splitlines() if l.startswith("   nccl: refused: ")]
+        check(len(line) == 1 and line[0].startswith(
+            "   nccl: refused: nccl does not run ranks that share a GPU (as NVIDIA's NCCL never "
+            "does): ") and "Duplicate GPU detected : rank 1 and rank 0" in line[0],
+            "refusal line", out)
+        table = [l.split() for l in out.splitlines() if l.strip() and l.split()[0].isdigit()]
+        check(len(table) == 5 and all(t[4] != "refused" and float(t[4]) > 0 and
+                                      t[5] == "refused" and t[6] == "n/a" for t in table),
+              "rows: choir's figure, nccl refused, no ratio: %s" % table, out)
+        check("geometric mean" not in out and "nan" not in out.lower(), "no ratio summary", out)
+        check(err.count("nccl refused ranks that share a GPU") == 2 and
+              "compare: failed" not in err,
+              "refusal reported, not as a failure", err)
+        with open(os.path.join(out_dir, "compare.csv")) as f:
+            rows = list(csv.DictReader(l for l in f if not l.startswith("#")))
+        check(len(rows) == 5 and all(r["b_value"] == "" and r["note"] == "nccl refused shared GPUs"
+                                     and float(r["a_value"]) > 0 for r in rows),
+              "CSV rows with the refusal", str(rows))
+        # Library A refusing is a failure.
+        common_a = [x if x != bin_dir else refusing_bin_dir(d, bin_dir, lib_a) for x in common]
+        rc, out, err = run(compare, common_a + ["--ranks-per-gpu", "2", "--ops", "all_reduce"])
+        check(rc == 1 and "choir: refused" in out and
+              "failed: all_reduce with choir (repeat 0): refused ranks that share a GPU" in err,
+              "library A refusing fails the comparison (%d)" % rc, out + err)
+
         for bad, msg in ((["--ops", "allreduce"], "unknown operation 'allreduce'"),
                          (["--ngpus", "3", "--procs", "2"], "--ngpus must be a positive multiple"),
+                         (["--ngpus", "1", "--ranks-per-gpu", "3", "--procs", "2"],
+                          "--ngpus x --ranks-per-gpu (the ranks) must be a positive multiple"),
+                         (["--ranks-per-gpu", "0"], "--ranks-per-gpu must be at least 1"),
                          (["--repeat", "0"], "--repeat must be at least 1"),
                          (["--small", "lots"], "--small: not a size")):
             rc, out, err = run(compare, common + bad)
