@@ -8,7 +8,15 @@
  * ref_tolerance for the other floating-point results (derivation in ref.h; the kernel's rounding
  * chain per term is at most: the 1/n rounding, one multiply, N-1 additions, each through fp16 and
  * fp8 for the fp8 types, which is what ref_tolerance's k = N+2 for avg, N+1 for premulsum and N
- * for sum and prod cover). It also checks that nothing outside [dst, dst+count) was written.
+ * for sum and prod cover), and exactly wherever ref.h finds the element's result exact in every
+ * order (ref_acc_determined). It also checks that nothing outside [dst, dst+count) was written.
+ *
+ * Data, floating types: two passes. "random": magnitudes in [0.75, 1.5), random signs, scalar
+ * -1.5. "exact": per element, four of the eight sources positive and four negative (which ones
+ * turns with the element), magnitudes 1 or 2 (fp8) or integers 1..2^p/16 (up to 1024, and
+ * small enough that a product of 8 stays finite: 3 for fp16), scalar -2: most results are then exact in every order and are checked bit for bit. The exact pass is
+ * what makes a source missing from fp8 (and wide bf16) sums visible: ref_tolerance of 8 fp8
+ * terms is wider than one term. Integer types: one pass, any bit pattern.
  *
  * Layouts (offsets in elements from 256-byte aligned allocations):
  *   aligned  every pointer at offset 0: pure 16-byte vector path
@@ -26,6 +34,9 @@
  *   --sweep       --bench, at several grid sizes too
  *   --bench-only  the bandwidths alone, no checking (exit 0)
  *   --quick       leave out the 2^20 count
+ *   --drop-last-source   planted fault: every launch of N >= 2 sources gets only the first N - 1
+ *                 (the reference still has N); exit 0 only when every instance then fails, in
+ *                 each pass (kern-reduce-copy-catches-dropped-source)
  */
 #include <math.h>
 #include <pthread.h>
@@ -58,6 +69,10 @@ static void* d_scalar;
 
 static int failures;
 static int printed;
+static int drop_last_source; /* --drop-last-source */
+
+enum { PASS_RANDOM, PASS_EXACT };
+static const char* const pass_names[2] = {"random", "exact"};
 
 #define CUDA_OK(call)                                                                        \
   do {                                                                                       \
@@ -77,28 +92,45 @@ static uint64_t rng_next(void) {
   return z ^ (z >> 31);
 }
 
-/* Integers: any bit pattern (sums and products wrap). Floats: magnitude in [0.75, 1.5), random
- * sign: sums cancel, and a product of 8 stays well inside every type's normal range. */
-static void fill_sources(int t) {
+/* Integers: any bit pattern (sums and products wrap). Floats, random pass: magnitude in
+ * [0.75, 1.5), random sign: sums cancel, and a product of 8 stays well inside every type's
+ * normal range. Exact pass: see the header comment. */
+static void fill_sources(int t, int pass) {
   size_t size = ref_type_size(t);
   size_t n = (BUF_BYTES(size) - 2 * GUARD) / size;
-  for (int s = 0; s < KERN_RC_MAX_SRCS; s++) {
-    for (size_t i = 0; i < n; i++) {
+  uint64_t range = 2;
+  if (ref_type_precision(t) > 4) {
+    range = (uint64_t)1 << (ref_type_precision(t) - 4);
+    if (range > 1024) range = 1024;
+  }
+  /* A product of all 8 sources must stay finite (fp16: at most 3^8). */
+  while (range > 2 && pow((double)range, KERN_RC_MAX_SRCS) > ref_type_max(t)) range--;
+  for (size_t i = 0; i < n; i++) {
+    const unsigned first_pos = (unsigned)(rng_next() % KERN_RC_MAX_SRCS);
+    for (int s = 0; s < KERN_RC_MAX_SRCS; s++) {
       ref_val v;
-      if (ref_type_is_float(t)) {
+      if (!ref_type_is_float(t)) {
+        v = ref_wrap(t, rng_next());
+      } else if (pass == PASS_EXACT) {
+        double m = (double)(1 + rng_next() % range);
+        int negative = ((unsigned)s + first_pos) % KERN_RC_MAX_SRCS >= KERN_RC_MAX_SRCS / 2;
+        v = ref_from_f64(t, negative ? -m : m);
+      } else {
         double m = 0.75 + 0.75 * (double)(rng_next() >> 11) * 0x1p-53;
         v = ref_from_f64(t, (rng_next() & 1) ? -m : m);
-      } else {
-        v = ref_wrap(t, rng_next());
       }
       ref_store(t, h_src[s] + GUARD, i, v);
     }
-    CUDA_OK(cudaMemcpy(d_src[s], h_src[s], BUF_BYTES(size), cudaMemcpyHostToDevice));
   }
+  for (int s = 0; s < KERN_RC_MAX_SRCS; s++)
+    CUDA_OK(cudaMemcpy(d_src[s], h_src[s], BUF_BYTES(size), cudaMemcpyHostToDevice));
 }
 
+/* The premulsum scalar: a power of two in the exact pass, so that products stay exact. */
+static int scalar_pass;
 static ref_val scalar_of(int t) {
-  return ref_type_is_float(t) ? ref_from_f64(t, -1.5) : ref_from_i64(t, 3);
+  if (!ref_type_is_float(t)) return ref_from_i64(t, 3);
+  return ref_from_f64(t, scalar_pass == PASS_EXACT ? -2.0 : -1.5);
 }
 
 /* The expected value of one element: exact (want) or within tol of exact. */
@@ -170,8 +202,9 @@ static void fail_line(const char* what, int t, int op, int nsrcs, int ndsts, siz
                       int layout, const char* detail) {
   failures++;
   if (printed++ < 40)
-    fprintf(stderr, "FAIL %s/%s N=%d M=%d count=%zu layout=%s: %s: %s\n", kern_op_name(op),
-            kern_type_name(t), nsrcs, ndsts, count, layout_names[layout], what, detail);
+    fprintf(stderr, "FAIL %s/%s (%s data) N=%d M=%d count=%zu layout=%s: %s: %s\n",
+            kern_op_name(op), kern_type_name(t), pass_names[scalar_pass], nsrcs, ndsts, count,
+            layout_names[layout], what, detail);
 }
 
 /* Compares one destination as read back (guards included) against the expectations. For an
@@ -254,6 +287,8 @@ static int run_cases(int t, int op, const size_t* counts, int ncounts, struct ex
           kern_reduce_copy_args_t a;
           memset(&a, 0, sizeof a);
           for (int s = 0; s < nsrcs; s++) a.srcs[s] = d_src[s] + GUARD + src_off[s] * size;
+          /* The planted fault: the kernel sees one source less than the reference. */
+          const int launch_srcs = drop_last_source && nsrcs > 1 ? nsrcs - 1 : nsrcs;
           for (int d = 0; d < ndsts; d++) {
             CUDA_OK(cudaMemset(d_dst[d], 0xa5, 2 * GUARD + (count + MAX_OFFSET) * size));
             a.dsts[d] = d_dst[d] + GUARD + dst_off[d] * size;
@@ -262,7 +297,7 @@ static int run_cases(int t, int op, const size_t* counts, int ncounts, struct ex
           a.count = count;
           a.op = (kern_op_t)op;
           a.type = (ncclDataType_t)t;
-          a.nsrcs = nsrcs;
+          a.nsrcs = launch_srcs;
           a.ndsts = ndsts;
           ref_val sc = scalar_of(t);
           unsigned char sbytes[8] = {0};
@@ -273,7 +308,7 @@ static int run_cases(int t, int op, const size_t* counts, int ncounts, struct ex
             a.scalar_ptr = d_scalar;
             a.scalar_bits = 0; /* must not be used */
           }
-          a.preop_mask = mask;
+          a.preop_mask = mask & ((1u << launch_srcs) - 1);
           a.postop = 1;
           a.divisor = divisor;
           a.nctas = nctas;
@@ -393,8 +428,12 @@ int main(int argc, char** argv) {
       want_bench = skip_check = 1;
     else if (strcmp(argv[i], "--quick") == 0)
       quick = 1;
+    else if (strcmp(argv[i], "--drop-last-source") == 0)
+      drop_last_source = 1;
     else {
-      fprintf(stderr, "usage: %s [--quick] [--bench] [--sweep] [--bench-only]\n", argv[0]);
+      fprintf(stderr,
+              "usage: %s [--quick] [--bench] [--sweep] [--bench-only] [--drop-last-source]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -427,26 +466,37 @@ int main(int argc, char** argv) {
   if (!outside || !ex) return 1;
 
   const int ncounts = (int)(sizeof counts_all / sizeof counts_all[0]) - (quick ? 1 : 0);
-  int total = 0, tested = 0;
+  int total = 0, tested = 0, runs = 0, caught = 0;
   for (int t = 0; t < REF_NTYPES && !skip_check; t++) {
     int any = 0;
     for (int op = 0; op < REF_NOPS; op++)
       any |= kern_instance_available((kern_op_t)op, (ncclDataType_t)t);
     if (!any) continue;
-    fill_sources(t);
-    for (int op = 0; op < REF_NOPS; op++) {
-      if (!kern_instance_available((kern_op_t)op, (ncclDataType_t)t)) continue;
-      int before = failures;
-      int n = run_cases(t, op, counts_all, ncounts, ex, outside);
-      total += n;
-      tested++;
-      printf("%-9s %-6s %4d cases %s\n", kern_op_name((kern_op_t)op),
-             kern_type_name((ncclDataType_t)t), n, failures == before ? "ok" : "FAILED");
-      fflush(stdout);
+    for (int pass = PASS_RANDOM; pass <= (ref_type_is_float(t) ? PASS_EXACT : PASS_RANDOM);
+         pass++) {
+      fill_sources(t, pass);
+      scalar_pass = pass;
+      for (int op = 0; op < REF_NOPS; op++) {
+        if (!kern_instance_available((kern_op_t)op, (ncclDataType_t)t)) continue;
+        int before = failures;
+        int n = run_cases(t, op, counts_all, ncounts, ex, outside);
+        total += n;
+        tested += pass == PASS_RANDOM;
+        runs++;
+        caught += failures != before;
+        printf("%-9s %-6s %-6s %4d cases %s\n", kern_op_name((kern_op_t)op),
+               kern_type_name((ncclDataType_t)t), pass_names[pass], n,
+               failures == before ? "ok" : "FAILED");
+        fflush(stdout);
+      }
     }
   }
   if (want_bench) bench(sweep, prop.multiProcessorCount);
   if (skip_check) return 0;
   printf("kern-reduce-copy: %d instances, %d cases, %d failure(s)\n", tested, total, failures);
+  if (drop_last_source) {
+    printf("kern-reduce-copy: a dropped source caught in %d of %d instance passes\n", caught, runs);
+    return caught == runs && runs > 0 ? 0 : 1;
+  }
   return failures == 0 && tested > 0 ? 0 : 1;
 }

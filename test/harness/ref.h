@@ -53,6 +53,22 @@
  *   accumulator), n + 1 for premulsum (the products), n + 2 for avg (rounding of 1/n, the
  *   products, the division).
  *   Integer types and max/min have tolerance 0: any correct implementation is exact.
+ *   These bounds are worst cases and grow fast with k for the narrow types: for fp8 on 4 ranks or
+ *   more (e4m3; e5m2 from 3), bf16 from about 16 and fp16 from about 45, a result missing a whole
+ *   rank's term of typical size can still lie within them. So a check that must be able to fail
+ *   uses data whose results are exact (see ref_acc_determined; test/perf/perf_gen.h's exact
+ *   pattern), where the tolerance is 0.
+ *
+ * Results that every evaluation order gets exactly (ref_acc_determined)
+ *   sum, premulsum, avg: write each term as odd * 2^e; let q be the smallest 2^e over the nonzero
+ *     terms, P the sum of the positive terms and N that of the negative ones' magnitudes. Every
+ *     partial result of every order, in any precision of at least p bits, is a multiple of q
+ *     between -N and P; when max(P, N) <= 2^p * q (and within the type's range) each is a value of
+ *     the type, so nothing is ever rounded. This needs the terms themselves to be values of the
+ *     type (premulsum: x * s is); for avg, n a power of two, so that x / n is exact too.
+ *   prod: when the product of the terms' odd parts is at most 2^p and every partial product stays
+ *     between the smallest normal and the largest finite value, no product is rounded.
+ *   ref_acc_tolerance is then 0: the result must be the exact value, bit for bit.
  */
 #ifndef CHOIR_TEST_REF_H
 #define CHOIR_TEST_REF_H
@@ -602,6 +618,13 @@ struct ref_acc {
   double exact;   /* floating types: exact sum (or product) of the terms */
   double sum_abs; /* floating types: sum of |term| */
   int n;          /* terms so far */
+  /* What ref_acc_determined needs (floating types, not max/min). */
+  int odd_terms;  /* 0 once a term was not a finite value of the type */
+  int qexp;       /* smallest e of the nonzero terms odd * 2^e (INT32_MAX: none yet) */
+  double pos;     /* sum of the positive terms */
+  double neg;     /* sum of the magnitudes of the negative terms */
+  double odd_prod; /* prod: product of the odd parts (capped) */
+  double hi, lo;  /* prod: products of the factors above 1 and of the nonzero ones below 1 */
 };
 
 REF_FN void ref_acc_init(struct ref_acc* a) {
@@ -609,6 +632,31 @@ REF_FN void ref_acc_init(struct ref_acc* a) {
   a->exact = 0.0;
   a->sum_abs = 0.0;
   a->n = 0;
+  a->odd_terms = 1;
+  a->qexp = INT32_MAX;
+  a->pos = a->neg = 0.0;
+  a->odd_prod = a->hi = a->lo = 1.0;
+}
+
+/* Count of trailing zero bits of a nonzero 64-bit word. */
+REF_FN int ref_ctz64(uint64_t m) {
+#if defined(__CUDA_ARCH__)
+  return __ffsll((long long)m) - 1;
+#else
+  return __builtin_ctzll(m);
+#endif
+}
+
+/* A finite nonzero double as odd * 2^e: returns e, and the odd integer (as a double) in *odd. */
+REF_FN int ref_split_odd(double d, double* odd) {
+  uint64_t b = ref_f64_bits(d);
+  int field = (int)((b >> 52) & 0x7ffu);
+  uint64_t m = b & 0xfffffffffffffull;
+  int e = field == 0 ? -1074 : field - 1075;
+  if (field != 0) m |= 1ull << 52;
+  int tz = ref_ctz64(m);
+  *odd = (double)(m >> tz);
+  return e + tz;
 }
 
 /* Add rank's input x (type t). scalar is that rank's premulsum factor (ignored for other ops). */
@@ -624,8 +672,52 @@ REF_FN void ref_acc_add(struct ref_acc* a, int t, int op, ref_val x, ref_val sca
       a->exact += d;
       a->sum_abs += ref_fabs(d);
     }
+    if (op != REF_MAX && op != REF_MIN) {
+      /* A term that is not a value of the type (a premulsum product that needed rounding, NaN,
+       * Inf) takes away any claim of exactness. */
+      if (ref_isnan(d) || ref_fabs(d) > ref_type_max(t) ||
+          (op == REF_PREMULSUM && ref_from_f64(t, d).f != d))
+        a->odd_terms = 0;
+      if (a->odd_terms && d != 0.0) {
+        double odd;
+        int e = ref_split_odd(d, &odd);
+        if (e < a->qexp) a->qexp = e;
+        if (d > 0)
+          a->pos += d;
+        else
+          a->neg -= d;
+        a->odd_prod = a->odd_prod > 0x1p60 ? a->odd_prod : a->odd_prod * odd;
+        if (ref_fabs(d) > 1.0) a->hi *= ref_fabs(d);
+        if (ref_fabs(d) < 1.0) a->lo *= ref_fabs(d);
+      }
+    }
   }
   a->n++;
+}
+
+/*
+ * Whether every evaluation order, in the type or wider, gets the exact value of this element
+ * (see the header comment): then the only acceptable floating-point result is the exact one.
+ * Always true for integer types and max/min, which are exact anyway.
+ */
+REF_FN int ref_acc_determined(const struct ref_acc* a, int t, int op) {
+  if (!ref_type_is_float(t) || op == REF_MAX || op == REF_MIN) return 1;
+  if (!a->odd_terms) return 0;
+  double pmax = 1.0;
+  for (int i = 0; i < ref_type_precision(t); i++) pmax *= 2.0;
+  if (op == REF_PROD)
+    return a->odd_prod <= pmax && a->hi <= ref_type_max(t) && a->lo >= ref_type_min_normal(t);
+  if (a->qexp == INT32_MAX) return 1; /* every term is 0 */
+  /* q = 2^qexp (a double: qexp >= -1074, and at most double's largest exponent). */
+  uint64_t qbits = a->qexp >= -1022 ? (uint64_t)(a->qexp + 1023) << 52
+                                    : 1ull << (a->qexp + 1074);
+  double q;
+  memcpy(&q, &qbits, sizeof q);
+  double big = a->pos > a->neg ? a->pos : a->neg;
+  if (big > pmax * q || big > ref_type_max(t)) return 0;
+  if (op == REF_AVG) /* x / n exact: n a power of two, and q / n no finer than the type */
+    return (a->n & (a->n - 1)) == 0 && q / (double)a->n >= ref_type_min_subnormal(t);
+  return 1;
 }
 
 /* The serial result in the type's arithmetic (avg finished by the division). */
@@ -639,8 +731,9 @@ REF_FN double ref_acc_exact(const struct ref_acc* a, int t, int op) {
   return op == REF_AVG ? a->exact / (double)a->n : a->exact;
 }
 
-/* ref_tolerance for this element. */
+/* ref_tolerance for this element; 0 where every order is exact (ref_acc_determined). */
 REF_FN double ref_acc_tolerance(const struct ref_acc* a, int t, int op) {
+  if (ref_acc_determined(a, t, op)) return 0.0;
   double s = op == REF_AVG ? a->sum_abs / (double)a->n : a->sum_abs;
   return ref_tolerance(t, op, a->n, s);
 }

@@ -11,14 +11,21 @@
  *   magnitude at most max/n so that the sum does not wrap before the division.
  *   Floating types get two, and -c runs both for reductions:
  *   PERF_PAT_EXACT: values chosen so that every partial result of every evaluation order is exact,
- *     and results are compared with tolerance 0 where that is possible: small integers in
- *     [-range, range] with range * (sum of premulsum factors, or n) <= 2^p for sum, avg and
- *     premulsum (avg needs n a power of two as well); +-2^{-1,0,1} for prod (on at most as many
- *     ranks as keep partial products normal, +-1 on the others); small integers for max/min.
- *     When n is too large for that (e.g. fp8 e5m2 on more than 8 ranks), the values stay the same
- *     shape and the tolerance of ref_tolerance applies.
+ *     and results are compared with tolerance 0 where that is possible. Sum, avg and premulsum:
+ *     nonzero integers in [-range, -1] and [1, range], positive on ceil(n/2) ranks and negative on
+ *     the others (which ones turns with the element), with range * (the largest sum of premulsum
+ *     factors, or count, of one sign) <= 2^p, so that every partial sum lies within +-2^p (avg
+ *     needs n a power of two as well). A term is never 0, so a result missing any rank's term is
+ *     wrong in every element. Prod: +-2^{-1,0,1} (on at most as many ranks as keep partial
+ *     products normal, +-1 on the others). Max/min: nonzero integers. When n is too large for
+ *     that (fp8 e5m2 on more than 16 ranks), the values stay the same shape and each element is
+ *     judged by ref.h (exact where ref_acc_determined says so, else within ref_tolerance).
  *   PERF_PAT_RANDOM: values with full mantissas, uniform in [-1, 1) (prod: +-(1 + d) with |d| small
- *     enough that no partial product leaves the normal range), compared within ref_tolerance.
+ *     enough that no partial product leaves the normal range), compared within ref_tolerance. Only
+ *     where that bound can tell a missing rank (perf_gen_random_catches_drop); elsewhere (e5m2 from 3
+ *     ranks, e4m3 from 4, bf16 from about 16, fp16 from about 45) the tolerance exceeds a rank's
+ *     typical term, a check with random data could not fail, and a request for PERF_PAT_RANDOM
+ *     gets PERF_PAT_EXACT data instead (g->pattern says which).
  *   Data-movement collectives use PERF_PAT_RANDOM values and compare bits.
  *
  * Premulsum factors are 1 on even ranks and 2 on odd ranks (exact in every type).
@@ -95,6 +102,13 @@ REF_FN uint64_t perf_int_max(int t) {
   }
 }
 
+/* Exact pattern, sum-like operators: whether rank's term of element idx is positive. ceil(n/2)
+ * consecutive ranks (cyclically, from a start that depends on the element alone) are. */
+REF_FN int perf_gen_positive(const struct perf_gen* g, int rank, uint64_t idx) {
+  uint32_t start = perf_hash(g->seed, -1, idx, 3) % (uint32_t)g->nranks;
+  return ((uint32_t)rank + start) % (uint32_t)g->nranks < (uint32_t)(g->nranks + 1) / 2;
+}
+
 /* Input element `idx` of rank `rank`, of type t (t == g->type; passed separately so that kernels
  * templated on the type fold the switches). */
 REF_FN ref_val perf_gen_value(const struct perf_gen* g, int t, int rank, uint64_t idx) {
@@ -119,8 +133,10 @@ REF_FN ref_val perf_gen_value(const struct perf_gen* g, int t, int rank, uint64_
       double m = e < 0 ? 0.5 : (e > 0 ? 2.0 : 1.0);
       return ref_from_f64(t, (h0 >> 16) & 1u ? -m : m);
     }
-    uint64_t span = 2 * (uint64_t)g->range + 1;
-    return ref_from_f64(t, (double)((int64_t)(h0 % span) - g->range));
+    double m = (double)(1 + (int64_t)(h0 % (uint64_t)g->range));
+    int negative = (h0 >> 31) & 1u; /* max/min: any sign */
+    if (g->op != REF_MAX && g->op != REF_MIN) negative = !perf_gen_positive(g, rank, idx);
+    return ref_from_f64(t, negative ? -m : m);
   }
   double v;
   if (t == REF_FLOAT64) {
@@ -137,11 +153,33 @@ REF_FN ref_val perf_gen_value(const struct perf_gen* g, int t, int rank, uint64_
 }
 
 /*
+ * Whether random data (PERF_PAT_RANDOM) can show a rank's term missing from a reduction of type t
+ * with operator op over n ranks: ref_tolerance for terms of typical size (|x| averages 1/2) must
+ * stay below the size of one such term, so that at least some elements of any case reject the
+ * result. For prod, a missing factor flips the sign of half the elements (an error of twice the
+ * product), so the tolerance must stay below the product's magnitude. Host code.
+ */
+static inline int perf_gen_random_catches_drop(int t, int op, int n) {
+  if (!ref_type_is_float(t) || op == PERF_OP_NONE || op == REF_MAX || op == REF_MIN) return 1;
+  if (op == REF_PROD) return ref_tolerance(t, op, n, 1.0) < 1.0;
+  if (op == REF_AVG) return ref_tolerance(t, op, n, 0.5) < 0.5 / n;
+  double weights = 0.0, smallest = 2.0;
+  for (int r = 0; r < n; r++) {
+    double w = op == REF_PREMULSUM ? perf_gen_scalar(REF_FLOAT64, r).f : 1.0;
+    weights += w;
+    if (w < smallest) smallest = w;
+  }
+  return ref_tolerance(t, op, n, 0.5 * weights) < 0.5 * smallest;
+}
+
+/*
  * Describe the data for type t, operator op (or PERF_OP_NONE) over nranks ranks, with pattern
  * and seed. Host code (computes the ranges once; kernels receive the result by value).
  */
 static inline void perf_gen_setup(struct perf_gen* g, int t, int op, int nranks, int pattern,
                                   uint32_t seed) {
+  if (pattern == PERF_PAT_RANDOM && !perf_gen_random_catches_drop(t, op, nranks))
+    pattern = PERF_PAT_EXACT;
   g->type = t;
   g->op = op;
   g->nranks = nranks;
@@ -179,10 +217,21 @@ static inline void perf_gen_setup(struct perf_gen* g, int t, int op, int nranks,
   }
   double pmax = 1.0; /* 2^p: integers up to here are exact */
   for (int i = 0; i < ref_type_precision(t); i++) pmax *= 2.0;
-  double weight = nranks;
-  if (op == REF_PREMULSUM) {
-    weight = 0.0;
-    for (int r = 0; r < nranks; r++) weight += perf_gen_scalar(REF_FLOAT64, r).f;
+  /* The largest sum of factors (premulsum) or count of the terms of one sign (perf_gen_positive:
+   * a cyclic block of ceil(n/2) ranks, or the rest) bounds every partial sum. */
+  double weight = 0.0;
+  int half = (nranks + 1) / 2;
+  for (int start = 0; start < nranks; start++) {
+    double pos = 0.0, neg = 0.0;
+    for (int r = 0; r < nranks; r++) {
+      double w = op == REF_PREMULSUM ? perf_gen_scalar(REF_FLOAT64, r).f : 1.0;
+      if ((r + start) % nranks < half)
+        pos += w;
+      else
+        neg += w;
+    }
+    if (pos > weight) weight = pos;
+    if (neg > weight) weight = neg;
   }
   if (op == REF_MAX || op == REF_MIN) weight = 1.0;
   double range = pmax / weight;

@@ -215,27 +215,57 @@ static void test_simulation(void) {
 /* The generated data have the promised shape. */
 static void test_patterns(void) {
   struct perf_gen g;
-  /* fp8 e5m2 sums on 4 ranks: integers in [-2, 2], exact. */
+  /* fp8 e5m2 sums on 4 ranks: two positive terms and two negative ones per element, each of
+   * magnitude 1..4, so that every partial sum stays within +-8: exact. */
   perf_gen_setup(&g, REF_FP8_E5M2, REF_SUM, 4, PERF_PAT_EXACT, 1);
-  CHECK_MSG(g.exact && g.range == 2, "e5m2 sum on 4 ranks: exact %d range %lld", g.exact,
+  CHECK_MSG(g.exact && g.range == 4, "e5m2 sum on 4 ranks: exact %d range %lld", g.exact,
         (long long)g.range);
-  int seen[5] = {0};
+  int seen[9] = {0};
   for (int i = 0; i < 1000; i++) {
-    double v = perf_gen_value(&g, REF_FP8_E5M2, i % 4, (uint64_t)i).f;
-    CHECK_MSG(v == floor(v) && fabs(v) <= 2, "value %g", v);
-    if (fabs(v) <= 2) seen[(int)v + 2] = 1;
+    int npos = 0;
+    for (int r = 0; r < 4; r++) {
+      double v = perf_gen_value(&g, REF_FP8_E5M2, r, (uint64_t)i).f;
+      CHECK_MSG(v == floor(v) && fabs(v) <= 4 && v != 0, "value %g", v);
+      if (v == floor(v) && fabs(v) <= 4) seen[(int)v + 4] = 1;
+      npos += v > 0;
+    }
+    CHECK_MSG(npos == 2, "element %d: %d positive terms of 4", i, npos);
   }
-  CHECK_MSG(seen[0] && seen[1] && seen[2] && seen[3] && seen[4], "all of -2..2 occur");
-  /* Too many ranks for exact fp8 sums: the tolerance takes over. */
+  CHECK_MSG(seen[0] && seen[1] && seen[2] && seen[3] && !seen[4] && seen[5] && seen[6] &&
+                seen[7] && seen[8],
+            "all of -4..-1 and 1..4 occur, never 0");
+  /* Balanced signs keep e5m2 sums exact up to 16 ranks (8 of each sign, magnitude 1); beyond,
+   * the tolerance takes over. */
   perf_gen_setup(&g, REF_FP8_E5M2, REF_SUM, 16, PERF_PAT_EXACT, 1);
-  CHECK_MSG(!g.exact && g.range == 1, "e5m2 sum on 16 ranks is not exact");
+  CHECK_MSG(g.exact && g.range == 1, "e5m2 sum on 16 ranks: exact %d range %lld", g.exact,
+            (long long)g.range);
+  perf_gen_setup(&g, REF_FP8_E5M2, REF_SUM, 32, PERF_PAT_EXACT, 1);
+  CHECK_MSG(!g.exact && g.range == 1, "e5m2 sum on 32 ranks is not exact");
   perf_gen_setup(&g, REF_FLOAT16, REF_AVG, 3, PERF_PAT_EXACT, 1);
   CHECK_MSG(!g.exact, "avg over 3 ranks cannot be exact");
   perf_gen_setup(&g, REF_FLOAT16, REF_AVG, 4, PERF_PAT_EXACT, 1);
-  CHECK_MSG(g.exact && g.range == 512, "half avg over 4: range %lld", (long long)g.range);
+  CHECK_MSG(g.exact && g.range == 1024, "half avg over 4: range %lld", (long long)g.range);
   perf_gen_setup(&g, REF_BFLOAT16, REF_PREMULSUM, 4, PERF_PAT_EXACT, 1);
-  CHECK_MSG(g.exact && g.range == 42, "bf16 premulsum over 4 (weights 1+2+1+2): range %lld",
-        (long long)g.range);
+  CHECK_MSG(g.exact && g.range == 85,
+            "bf16 premulsum over 4 (weights 1 2 1 2, 3 of each sign): range %lld",
+            (long long)g.range);
+  /* Random data only where their check can see a missing rank; elsewhere exact data. */
+  perf_gen_setup(&g, REF_FP8_E5M2, REF_SUM, 2, PERF_PAT_RANDOM, 1);
+  CHECK_MSG(g.pattern == PERF_PAT_RANDOM, "e5m2 sum on 2 ranks keeps random data");
+  perf_gen_setup(&g, REF_FP8_E5M2, REF_SUM, 3, PERF_PAT_RANDOM, 1);
+  CHECK_MSG(g.pattern == PERF_PAT_EXACT, "e5m2 sum on 3 ranks: random data could not fail");
+  perf_gen_setup(&g, REF_FP8_E4M3, REF_SUM, 2, PERF_PAT_RANDOM, 1);
+  CHECK_MSG(g.pattern == PERF_PAT_RANDOM, "e4m3 sum on 2 ranks keeps random data");
+  perf_gen_setup(&g, REF_FP8_E4M3, REF_SUM, 4, PERF_PAT_RANDOM, 1);
+  CHECK_MSG(g.pattern == PERF_PAT_EXACT, "e4m3 sum on 4 ranks: exact data");
+  perf_gen_setup(&g, REF_BFLOAT16, REF_SUM, 8, PERF_PAT_RANDOM, 1);
+  CHECK_MSG(g.pattern == PERF_PAT_RANDOM, "bf16 sum on 8 ranks keeps random data");
+  perf_gen_setup(&g, REF_BFLOAT16, REF_SUM, 64, PERF_PAT_RANDOM, 1);
+  CHECK_MSG(g.pattern == PERF_PAT_EXACT, "bf16 sum on 64 ranks: exact data");
+  perf_gen_setup(&g, REF_FLOAT32, REF_SUM, 64, PERF_PAT_RANDOM, 1);
+  CHECK_MSG(g.pattern == PERF_PAT_RANDOM, "float keeps random data");
+  perf_gen_setup(&g, REF_FP8_E5M2, REF_MAX, 8, PERF_PAT_RANDOM, 1);
+  CHECK_MSG(g.pattern == PERF_PAT_RANDOM, "max compares exactly: random data");
   perf_gen_setup(&g, REF_FP8_E4M3, REF_PROD, 16, PERF_PAT_EXACT, 1);
   CHECK_MSG(g.exact && g.prod_ranks == 6, "e4m3 prod: %d ranks may move the exponent", g.prod_ranks);
   for (int i = 0; i < 200; i++) {
@@ -245,9 +275,12 @@ static void test_patterns(void) {
   }
   perf_gen_setup(&g, REF_FLOAT32, REF_PROD, 8, PERF_PAT_RANDOM, 1);
   CHECK_MSG(g.prod_dev == 0.25, "float prod deviation %g", g.prod_dev);
+  perf_gen_setup(&g, REF_FLOAT16, REF_PROD, 64, PERF_PAT_RANDOM, 1);
+  CHECK_MSG(g.pattern == PERF_PAT_RANDOM && g.prod_dev > 0 &&
+                pow(1 + g.prod_dev, 64) <= 128.0 + 1e-9,
+            "half prod over 64 ranks %g", g.prod_dev);
   perf_gen_setup(&g, REF_FP8_E4M3, REF_PROD, 64, PERF_PAT_RANDOM, 1);
-  CHECK_MSG(g.prod_dev > 0 && pow(1 + g.prod_dev, 64) <= 8.0 + 1e-9, "e4m3 prod over 64 ranks %g",
-        g.prod_dev);
+  CHECK_MSG(g.pattern == PERF_PAT_EXACT, "e4m3 prod over 64 ranks: exact data");
   /* Integer avg inputs cannot overflow the sum. */
   perf_gen_setup(&g, REF_INT8, REF_AVG, 3, PERF_PAT_EXACT, 1);
   for (int i = 0; i < 1000; i++) {
@@ -269,7 +302,65 @@ static void test_patterns(void) {
   CHECK_MSG(perf_hash(1, 0, 5, 0) != perf_hash(1, 0, 5 + (1ull << 32), 0), "64-bit indices");
 }
 
+/* The result of allreduce element o without the last rank's term (ref.h's serial arithmetic;
+ * avg still divides by n). */
+static ref_val without_last(const struct perf_gen* g, int t, uint64_t o) {
+  struct ref_acc a;
+  ref_acc_init(&a);
+  int n = g->nranks, op = g->op == REF_AVG ? REF_SUM : g->op;
+  for (int r = 0; r < n - 1; r++)
+    ref_acc_add(&a, t, op, perf_gen_value(g, t, r, o), perf_gen_scalar(t, r));
+  ref_val v = ref_acc_result(&a, t, op);
+  return g->op == REF_AVG ? ref_avg_finish(t, v, n) : v;
+}
+
+/*
+ * The data every default run uses (a request for random data, as coll_check's --quick makes)
+ * must let a check fail when a rank's term is missing: for every floating type and reducing
+ * operator on 2 to 16 ranks. Exact data: every element of a sum, avg or premulsum is rejected
+ * (no term is 0); random data: at least a quarter of the elements.
+ */
+static void test_dropped_rank(void) {
+  static const int ops[] = {REF_SUM, REF_PROD, REF_AVG, REF_PREMULSUM};
+  static const int ns[] = {2, 3, 4, 8, 16};
+  const uint64_t elems = 2000;
+  for (int t = 0; t < REF_NTYPES; t++) {
+    if (!ref_type_is_float(t)) continue;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+      for (size_t m = 0; m < sizeof ns / sizeof ns[0]; m++) {
+        struct perf_gen g;
+        int n = ns[m], op = ops[k];
+        perf_gen_setup(&g, t, op, n, PERF_PAT_RANDOM, 0x5151u + (uint32_t)(t * 7 + n));
+        struct perf_expect x = {PERF_X_REDUCE, 0, 0, 0};
+        uint64_t caught = 0;
+        for (uint64_t o = 0; o < elems; o++)
+          caught += (uint64_t)perf_expect_elem(&g, t, &x, o, without_last(&g, t, o), NULL, NULL);
+        uint64_t want = elems / 4;
+        if (g.pattern == PERF_PAT_EXACT && g.exact && op != REF_PROD) want = elems;
+        if (g.pattern == PERF_PAT_EXACT && !g.exact) {
+          /* Neither exact data nor a tolerance that can tell: fp8 avg over a rank count that is
+           * not a power of two, fp8 premulsum on 16 ranks. Only fp8 may be here. */
+          CHECK_MSG(ref_type_precision(t) <= 4, "%s %s on %d ranks cannot be checked",
+                    ref_type_name(t), ref_op_name(op), n);
+          printf("dropped rank: %s %s on %d ranks: caught in %llu of %llu elements (the data "
+                 "cannot be exact and the bound is wider than a term)\n",
+                 ref_type_name(t), ref_op_name(op), n, (unsigned long long)caught,
+                 (unsigned long long)elems);
+          continue;
+        }
+        CHECK_MSG(caught >= want,
+                  "%s %s on %d ranks (%s data): a missing last rank caught in %llu of %llu "
+                  "elements, want %llu",
+                  ref_type_name(t), ref_op_name(op), n,
+                  g.pattern == PERF_PAT_EXACT ? "exact" : "random", (unsigned long long)caught,
+                  (unsigned long long)elems, (unsigned long long)want);
+      }
+    }
+  }
+}
+
 int main(void) {
+  test_dropped_rank();
   test_bandwidth();
   test_counts();
   test_patterns();

@@ -321,16 +321,54 @@ static void test_float_ops(void) {
         "+0 and -0 differ in bits");
 }
 
+/* The bound of ref.h's header comment, from its ingredients: the unit roundoff 2^-p of the type,
+ * plus that of the intermediate format (float for fp16 and bf16; fp16 for fp8, whose rounding
+ * compounds with the type's), the roundings along the chain k, the smallest subnormal eta. */
+static double expected_tolerance(int t, int op, int n, double sum_abs) {
+  static const struct {
+    int t, p, inter_p;
+    double eta;
+  } types[] = {{REF_FLOAT16, 11, 24, 0x1p-24}, {REF_FLOAT32, 24, 0, 0x1p-149},
+               {REF_FLOAT64, 53, 0, 0x1p-1074}, {REF_BFLOAT16, 8, 24, 0x1p-133},
+               {REF_FP8_E4M3, 4, 11, 0x1p-9},   {REF_FP8_E5M2, 3, 11, 0x1p-16}};
+  for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+    if (types[i].t != t) continue;
+    double u = ldexp(1.0, -types[i].p), w = types[i].inter_p ? ldexp(1.0, -types[i].inter_p) : 0;
+    u = types[i].inter_p == 11 ? u + w + u * w : u + w; /* (1 + u)(1 + w) - 1 for fp8 */
+    int k = op == REF_AVG ? n + 2 : op == REF_PREMULSUM ? n + 1 : n;
+    return expm1(k * log1p(u)) * sum_abs + expm1(k * log1p(0x1p-53)) * sum_abs + k * types[i].eta;
+  }
+  return 0.0;
+}
+
 static void test_tolerance(void) {
+  /* Exactly what the derivation gives, for 4 terms of magnitude sum 10 (and other shapes): no
+   * slack beyond the last bits of the arithmetic. */
   for (int t = 0; t < REF_NTYPES; t++) {
     for (int op = 0; op < REF_NOPS; op++) {
-      double tol = ref_tolerance(t, op, 4, 10.0);
-      if (!ref_type_is_float(t) || op == REF_MAX || op == REF_MIN)
-        CHECK_MSG(tol == 0.0, "type %d op %d: tolerance %g, want 0", t, op, tol);
-      else
-        CHECK_MSG(tol > 0.0 && tol < 10.0 * 4 * 2, "type %d op %d: tolerance %g", t, op, tol);
+      for (int n = 1; n <= 64; n *= 4) {
+        double tol = ref_tolerance(t, op, n, 10.0);
+        if (!ref_type_is_float(t) || op == REF_MAX || op == REF_MIN) {
+          CHECK_MSG(tol == 0.0, "type %d op %d: tolerance %g, want 0", t, op, tol);
+          continue;
+        }
+        double want = expected_tolerance(t, op, n, 10.0);
+        CHECK_MSG(fabs(tol - want) <= 1e-12 * want,
+                  "type %s op %s n %d sum 10: tolerance %.17g, the derivation gives %.17g",
+                  ref_type_name(t), ref_op_name(op), n, tol, want);
+      }
     }
   }
+  /* Anchors, by hand: float, 4 terms summing magnitudes to 10: 4 roundings of 2^-24 relative,
+   * so 10 * ((1 + 2^-24)^4 - 1) + (the reference's own 4 roundings in double); fp8 e5m2 on 4
+   * ranks: (1 + 2^-3 + 2^-11 + 2^-14)^4 - 1 = 0.6049... of the sum, and e4m3 0.2769... of it
+   * plus 4 x 2^-9 (its smallest subnormal, once per rounding). */
+  CHECK_MSG(fabs(ref_tolerance(REF_FLOAT32, REF_SUM, 4, 10.0) - 2.384186004e-6) < 1e-14,
+            "float sum of 4, magnitudes 10: %.9g", ref_tolerance(REF_FLOAT32, REF_SUM, 4, 10.0));
+  CHECK_MSG(fabs(ref_tolerance(REF_FP8_E5M2, REF_SUM, 4, 10.0) - 6.04937) < 1e-4,
+            "e5m2 sum of 4, magnitudes 10: %.6g", ref_tolerance(REF_FP8_E5M2, REF_SUM, 4, 10.0));
+  CHECK_MSG(fabs(ref_tolerance(REF_FP8_E4M3, REF_SUM, 4, 10.0) - 2.77702) < 1e-4,
+            "e4m3 sum of 4, magnitudes 10: %.6g", ref_tolerance(REF_FP8_E4M3, REF_SUM, 4, 10.0));
   /* Coarser types and more ranks get more room. */
   CHECK_MSG(
       ref_tolerance(REF_FP8_E5M2, REF_SUM, 4, 1) > ref_tolerance(REF_FP8_E4M3, REF_SUM, 4, 1) &&
@@ -422,6 +460,108 @@ static void test_orders_within_tolerance(void) {
   }
 }
 
+/* ref_acc over terms x[0..n) (scalars s, NULL: 1). */
+static void acc_of(struct ref_acc* a, int t, int op, const double* x, const double* s, int n) {
+  ref_acc_init(a);
+  for (int r = 0; r < n; r++) ref_acc_add(a, t, op, F(t, x[r]), F(t, s ? s[r] : 1.0));
+}
+
+static int determined(int t, int op, const double* x, const double* s, int n) {
+  struct ref_acc a;
+  acc_of(&a, t, op, x, s, n);
+  return ref_acc_determined(&a, t, op);
+}
+
+/*
+ * ref_acc_determined: hand-picked elements on both sides of the line, then random small-integer
+ * data in every order (serial, reversed, pairwise): whenever it claims exactness, every order
+ * gives the exact value; and there a result that misses the last term is rejected.
+ */
+static void test_determined(void) {
+  const double ints[] = {1, 2, 3}, fracs[] = {0.1, 0.2, 0.3};
+  CHECK_MSG(determined(REF_FLOAT32, REF_SUM, ints, NULL, 3), "float 1 + 2 + 3 is exact");
+  CHECK_MSG(!determined(REF_FLOAT32, REF_SUM, fracs, NULL, 3), "float 0.1 + 0.2 + 0.3 is not");
+  double ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, signs[8] = {1, -1, 1, -1, 1, -1, 1, -1};
+  CHECK_MSG(determined(REF_FP8_E5M2, REF_SUM, ones, NULL, 8), "e5m2: 8 ones sum to 8 exactly");
+  CHECK_MSG(!determined(REF_FP8_E5M2, REF_SUM, ones, NULL, 9), "e5m2: 9 is not a value");
+  CHECK_MSG(determined(REF_FP8_E5M2, REF_SUM, signs, NULL, 8), "e5m2: +-1 alternating");
+  const double big[2] = {5, 6}, halves[2] = {0.5, 0.25};
+  CHECK_MSG(!determined(REF_FP8_E5M2, REF_SUM, big, NULL, 2), "e5m2: 5 + 6 = 11 needs 4 bits");
+  CHECK_MSG(determined(REF_FP8_E5M2, REF_SUM, halves, NULL, 2), "e5m2: 0.5 + 0.25");
+  CHECK_MSG(determined(REF_BFLOAT16, REF_AVG, ones, NULL, 4), "avg over 4");
+  CHECK_MSG(!determined(REF_BFLOAT16, REF_AVG, ones, NULL, 3), "avg over 3 divides by 3");
+  const double p2[4] = {2, 2, 0.5, -1}, p3[3] = {3, 3, 3};
+  CHECK_MSG(determined(REF_FP8_E4M3, REF_PROD, p2, NULL, 4), "e4m3 prod of powers of two");
+  CHECK_MSG(determined(REF_FP8_E4M3, REF_PROD, p3, NULL, 2), "e4m3: 3 * 3 = 9 has 4 bits");
+  CHECK_MSG(!determined(REF_FP8_E4M3, REF_PROD, p3, NULL, 3), "e4m3: 27 needs 5 bits");
+  const double big_p[2] = {256, 4};
+  CHECK_MSG(!determined(REF_FP8_E4M3, REF_PROD, big_p, NULL, 2), "e4m3: 1024 overflows");
+  const double sc2[2] = {2, 2}, sc_odd[2] = {1.5, 1.5}, xs[2] = {3, 5};
+  CHECK_MSG(determined(REF_FLOAT16, REF_PREMULSUM, xs, sc2, 2), "half premulsum by 2");
+  CHECK_MSG(!determined(REF_FP8_E5M2, REF_PREMULSUM, xs, sc_odd, 2),
+            "e5m2: 5 * 1.5 = 7.5 is not a value");
+  /* Integer types and max/min are exact whatever the data. */
+  CHECK_TRUE(determined(REF_INT8, REF_SUM, fracs, NULL, 3));
+  CHECK_TRUE(determined(REF_FP8_E5M2, REF_MAX, fracs, NULL, 3));
+
+  static const int ops[] = {REF_SUM, REF_PROD, REF_PREMULSUM, REF_AVG};
+  long claimed = 0, caught = 0;
+  for (int t = 0; t < REF_NTYPES; t++) {
+    if (!ref_type_is_float(t)) continue;
+    for (int k = 0; k < 4; k++) {
+      const int op = ops[k];
+      for (int n = 2; n <= 16; n++) {
+        for (int it = 0; it < 400; it++) {
+          double x[16], sc[16];
+          ref_val term[16], rev[16];
+          int shift = (int)(rnd() % 9) - 4; /* the same scale for the whole element */
+          for (int r = 0; r < n; r++) {
+            int m = (int)(rnd() % 9) - 4;
+            if (op == REF_PROD) m = 1 << (rnd() % 3); /* 1, 2, 4, sometimes times 3 */
+            if (op == REF_PROD && rnd() % 4 == 0) m *= 3;
+            x[r] = ldexp((rnd() & 1) && op == REF_PROD ? -m : m, op == REF_PROD ? -1 : shift);
+            sc[r] = (rnd() % 3 == 0) ? 1.5 : 1 + (r & 1);
+          }
+          struct ref_acc a;
+          acc_of(&a, t, op, x, sc, n);
+          if (!ref_acc_determined(&a, t, op)) continue;
+          claimed++;
+          for (int r = 0; r < n; r++)
+            term[r] = op == REF_PREMULSUM ? ref_apply(t, REF_PROD, F(t, x[r]), F(t, sc[r]))
+                                          : F(t, x[r]);
+          for (int r = 0; r < n; r++) rev[r] = term[n - 1 - r];
+          int bop = op == REF_PROD ? REF_PROD : REF_SUM;
+          ref_val results[3] = {ref_acc_result(&a, t, op), tree(t, bop, term, n),
+                                tree(t, bop, rev, n)};
+          if (op == REF_AVG) {
+            results[1] = ref_avg_finish(t, results[1], n);
+            results[2] = ref_avg_finish(t, results[2], n);
+          }
+          const double exact = ref_acc_exact(&a, t, op);
+          for (int m = 0; m < 3; m++)
+            CHECK_MSG(results[m].f == exact && ref_acc_tolerance(&a, t, op) == 0.0,
+                      "type %s op %s n %d order %d: %a, exact %a, claimed exact",
+                      ref_type_name(t), ref_op_name(op), n, m, results[m].f, exact);
+          /* The last rank's term missing (for prod: a term other than +1 missing). */
+          struct ref_acc d;
+          acc_of(&d, t, op, x, sc, n - 1);
+          ref_val dropped = ref_acc_result(&d, t, op == REF_AVG ? REF_SUM : op);
+          if (op == REF_AVG) dropped = ref_avg_finish(t, dropped, n);
+          if (ref_acc_exact(&d, t, op == REF_AVG ? REF_SUM : op) ==
+              ref_acc_exact(&a, t, op == REF_AVG ? REF_SUM : op))
+            continue; /* the last term changes nothing (0, or 1 in a product) */
+          caught++;
+          CHECK_MSG(!ref_acc_accept(&a, t, op, dropped, ref_acc_tolerance(&a, t, op)),
+                    "type %s op %s n %d: the result without the last term (%a) accepted",
+                    ref_type_name(t), ref_op_name(op), n, dropped.f);
+        }
+      }
+    }
+  }
+  CHECK_MSG(claimed > 20000 && caught > 10000, "determined elements seen: %ld, drops: %ld",
+            claimed, caught);
+}
+
 static void test_names(void) {
   CHECK_MSG(!strcmp(ref_type_name(REF_FP8_E4M3), "f8e4m3") &&
             !strcmp(ref_type_name(REF_FLOAT16), "half"),
@@ -439,6 +579,7 @@ int main(void) {
   test_float_ops();
   test_tolerance();
   test_orders_within_tolerance();
+  test_determined();
   test_names();
   return check_finish("perf-ref");
 }
