@@ -4,7 +4,8 @@
  *
  * Device memory is host memory. Every kernel and memory operation runs synchronously when it is
  * called. NCCL operations are posted: the k-th collective of every rank of a communicator is
- * executed (with ref.h arithmetic, in rank order) by the call that posts the last of them, and a
+ * executed (in rank order, with the mock's own arithmetic, independent of ref.h's: see
+ * mock_nccl.c) by the call that posts the last of them, and a
  * send by the call that posts its matching receive (or the other way round). Until then, the
  * stream it was posted on is busy: cudaStreamQuery returns cudaErrorNotReady, and any other
  * operation on that stream is a harness bug that the mock reports and aborts on. Captured
@@ -18,6 +19,8 @@
  *   MOCK_CUDA_DEVICES=N        number of devices (default 8; 0: cudaGetDeviceCount fails)
  *   MOCK_NCCL_CORRUPT=1        every collective writes a wrong value into the last rank's output
  *   MOCK_NCCL_OVERRUN=1        every collective writes one byte after rank 0's output
+ *   MOCK_NCCL_DROP_LAST=1      reductions leave out the last rank's input (avg still divides
+ *                              by the rank count)
  *   MOCK_NCCL_HANG=R           operations posted by rank R never complete
  *   MOCK_NCCL_ASYNC_ERROR=1    ncclCommGetAsyncError reports ncclSystemError once work is posted
  *   MOCK_NCCL_INIT_HANG=1      communicator initialisation never returns

@@ -1,9 +1,15 @@
 /*
- * Choir perf tools, CPU mock: the NCCL calls the perf tools make, computed on the host with the
- * reference arithmetic of ref.h (see mock.h). It also checks what a real library would reject
- * (mismatched collectives, bad ranks and operators), so that harness bugs fail loudly here.
+ * Choir perf tools, CPU mock: the NCCL calls the perf tools make, computed on the host (see
+ * mock.h). Reductions use the mock's own arithmetic (below), written apart from the checker's
+ * (test/harness/ref.h): its own conversions of the narrow floating types and plain loops per
+ * type, NCCL's way for avg (each input times the rounded 1/n). So a mock run checks the checker's
+ * arithmetic against an independent one, not against itself. It also checks what a real library
+ * would reject (mismatched collectives, bad ranks and operators), so that harness bugs fail
+ * loudly here.
  */
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +19,6 @@
 #include <nccl.h>
 
 #include "mock.h"
-#include "ref.h"
 
 #define MOCK_MAX_RANKS 64
 #define MOCK_MAX_OPS 16
@@ -22,7 +27,7 @@ struct mock_redop {
   int used;
   int type;
   int residence;
-  _Alignas(8) unsigned char value[8]; /* host-immediate factor, read with ref_load */
+  _Alignas(8) unsigned char value[8]; /* host-immediate factor, its bytes */
   const void* ptr;
 };
 
@@ -79,6 +84,215 @@ static ncclResult_t mock_error(ncclResult_t r, const char* fmt, ...) {
   return r;
 }
 
+/* ---- Arithmetic ---------------------------------------------------------------------------- */
+
+static size_t mock_type_size(int t) {
+  switch (t) {
+  case ncclInt8:
+  case ncclUint8:
+  case ncclFloat8e4m3:
+  case ncclFloat8e5m2: return 1;
+  case ncclFloat16:
+  case ncclBfloat16: return 2;
+  case ncclInt32:
+  case ncclUint32:
+  case ncclFloat32: return 4;
+  default: return 8;
+  }
+}
+
+/* A narrow binary floating format: bits in all, significand bits with the implicit one,
+ * smallest normal exponent, bias, largest finite value; fp8 conversions saturate (CUDA's
+ * __NV_SATFINITE), fp16 and bf16 overflow to Inf; e4m3 has no Inf and S.1111.111 is NaN. */
+struct mock_fmt {
+  int bits, p, emin, bias;
+  double max;
+  int fp8;
+};
+static const struct mock_fmt mock_half = {16, 11, -14, 15, 65504.0, 0};
+static const struct mock_fmt mock_bf16 = {16, 8, -126, 127, 0x1.fep127, 0};
+static const struct mock_fmt mock_e4m3 = {8, 4, -6, 7, 448.0, 1};
+static const struct mock_fmt mock_e5m2 = {8, 3, -14, 15, 57344.0, 1};
+
+static const struct mock_fmt* mock_fmt_of(int t) {
+  switch (t) {
+  case ncclFloat16: return &mock_half;
+  case ncclBfloat16: return &mock_bf16;
+  case ncclFloat8e4m3: return &mock_e4m3;
+  case ncclFloat8e5m2: return &mock_e5m2;
+  default: return NULL;
+  }
+}
+
+static double mock_decode(const struct mock_fmt* f, unsigned code) {
+  const int mbits = f->p - 1, ebits = f->bits - 1 - mbits;
+  const unsigned emask = (1u << ebits) - 1, m = code & ((1u << mbits) - 1);
+  const unsigned e = (code >> mbits) & emask;
+  double v;
+  if (f == &mock_e4m3 && e == emask && m == (1u << mbits) - 1)
+    return NAN;
+  else if (f != &mock_e4m3 && e == emask)
+    v = m ? NAN : INFINITY;
+  else if (e == 0)
+    v = ldexp((double)m, f->emin - mbits);
+  else
+    v = ldexp((double)(m + (1u << mbits)), (int)e - f->bias - mbits);
+  return (code >> (f->bits - 1)) ? -v : v;
+}
+
+/* x rounded to nearest (ties to even: rint in the default mode) and encoded. */
+static unsigned mock_encode(const struct mock_fmt* f, double x) {
+  const int mbits = f->p - 1, ebits = f->bits - 1 - mbits;
+  const unsigned sign = signbit(x) ? 1u << (f->bits - 1) : 0, inf = ((1u << ebits) - 1) << mbits;
+  if (isnan(x)) return f->bits == 8 ? 0x7fu : 0x7fffu;
+  double a = fabs(x);
+  if (isinf(a)) {
+    if (!f->fp8) return sign | inf;
+    a = f->max;
+  }
+  if (a == 0) return sign;
+  int e;
+  frexp(a, &e); /* a in [2^(e-1), 2^e) */
+  int exp = e - 1 < f->emin ? f->emin : e - 1;
+  double r = rint(ldexp(a, mbits - exp)); /* in units of the last place at exp */
+  a = ldexp(r, exp - mbits);
+  if (a > f->max) {
+    if (!f->fp8) return sign | inf;
+    a = f->max;
+  }
+  if (a == 0) return sign;
+  frexp(a, &e);
+  exp = e - 1;
+  if (exp < f->emin) return sign | (unsigned)ldexp(a, mbits - f->emin); /* subnormal */
+  return sign | (unsigned)(exp + f->bias) << mbits |
+         ((unsigned)ldexp(a, mbits - exp) - (1u << mbits));
+}
+
+/* One element of a floating type, as a double (float and double exactly as stored). */
+static double mock_load_float(int t, const void* base, size_t i) {
+  if (t == ncclFloat32) return ((const float*)base)[i];
+  if (t == ncclFloat64) return ((const double*)base)[i];
+  const struct mock_fmt* f = mock_fmt_of(t);
+  unsigned code = f->bits == 8 ? ((const uint8_t*)base)[i] : ((const uint16_t*)base)[i];
+  return mock_decode(f, code);
+}
+
+/* x rounded to floating type t. */
+static double mock_round(int t, double x) {
+  if (t == ncclFloat32) return (float)x;
+  if (t == ncclFloat64) return x;
+  return mock_decode(mock_fmt_of(t), mock_encode(mock_fmt_of(t), x));
+}
+
+static void mock_store_float(int t, void* base, size_t i, double x) {
+  if (t == ncclFloat32) {
+    ((float*)base)[i] = (float)x;
+  } else if (t == ncclFloat64) {
+    ((double*)base)[i] = x;
+  } else {
+    const struct mock_fmt* f = mock_fmt_of(t);
+    unsigned code = mock_encode(f, x);
+    if (f->bits == 8)
+      ((uint8_t*)base)[i] = (uint8_t)code;
+    else
+      ((uint16_t*)base)[i] = (uint16_t)code;
+  }
+}
+
+/* a op b in floating type t: float arithmetic for the types up to float (so that no fused or
+ * wider intermediate changes the result), double for double; then rounded to the type. */
+static double mock_fop(int t, int op, double a, double b) {
+  if (op == ncclMax) return a >= b || isnan(a) ? a : b;
+  if (op == ncclMin) return a <= b || isnan(a) ? a : b;
+  if (t == ncclFloat64) return op == ncclProd ? a * b : a + b;
+  volatile float x = (float)a, y = (float)b;
+  float r = op == ncclProd ? x * y : x + y;
+  return mock_round(t, r);
+}
+
+static int mock_is_float(int t) {
+  return t == ncclFloat16 || t == ncclFloat32 || t == ncclFloat64 || t == ncclBfloat16 ||
+         t == ncclFloat8e4m3 || t == ncclFloat8e5m2;
+}
+
+static int mock_is_signed(int t) { return t == ncclInt8 || t == ncclInt32 || t == ncclInt64; }
+
+/* Integer elements as 64-bit words: signed types sign-extended, unsigned ones zero-extended. */
+static uint64_t mock_load_int(int t, const void* base, size_t i) {
+  switch (t) {
+  case ncclInt8: return (uint64_t)(int64_t)((const int8_t*)base)[i];
+  case ncclUint8: return ((const uint8_t*)base)[i];
+  case ncclInt32: return (uint64_t)(int64_t)((const int32_t*)base)[i];
+  case ncclUint32: return ((const uint32_t*)base)[i];
+  default: return ((const uint64_t*)base)[i];
+  }
+}
+
+static void mock_store_int(int t, void* base, size_t i, uint64_t v) {
+  switch (t) {
+  case ncclInt8:
+  case ncclUint8: ((uint8_t*)base)[i] = (uint8_t)v; break;
+  case ncclInt32:
+  case ncclUint32: ((uint32_t*)base)[i] = (uint32_t)v; break;
+  default: ((uint64_t*)base)[i] = v; break;
+  }
+}
+
+/* The 64-bit word of an integer type's value after wrapping to the type's width. */
+static uint64_t mock_wrap_int(int t, uint64_t v) {
+  uint64_t loaded;
+  unsigned char buf[8];
+  mock_store_int(t, buf, 0, v);
+  loaded = mock_load_int(t, buf, 0);
+  return loaded;
+}
+
+/*
+ * Element i of a reduction over the inputs in[0..n) at offset off, in rank order: op is the
+ * ncclRedOp_t value (premulsum operators as ncclNumOps), scalar[p] the bytes of rank p's
+ * premulsum factor. With MOCK_NCCL_DROP_LAST the last rank's input is left out (avg still
+ * divides by n): a planted fault that the checks must catch for every type.
+ */
+static void mock_reduce_elem(int t, int op, int n, int drop_last, unsigned char* const* in,
+                             size_t idx, const unsigned char (*scalar)[8], void* out, size_t i) {
+  const int terms = drop_last && n > 1 ? n - 1 : n;
+  if (!mock_is_float(t)) {
+    const int sgn = mock_is_signed(t);
+    uint64_t acc = 0;
+    for (int p = 0; p < terms; p++) {
+      uint64_t x = mock_load_int(t, in[p], idx);
+      if (op == ncclNumOps) x *= mock_load_int(t, scalar[p], 0);
+      if (p == 0) {
+        acc = x;
+      } else if (op == ncclProd) {
+        acc *= x;
+      } else if (op == ncclMax || op == ncclMin) {
+        int x_above = sgn ? (int64_t)x > (int64_t)acc : x > acc;
+        int x_below = sgn ? (int64_t)x < (int64_t)acc : x < acc;
+        if (op == ncclMax ? x_above : x_below) acc = x;
+      } else {
+        acc += x;
+      }
+      acc = mock_wrap_int(t, acc);
+    }
+    if (op == ncclAvg)
+      acc = sgn ? (uint64_t)((int64_t)acc / n) : acc / (uint64_t)n;
+    mock_store_int(t, out, i, acc);
+    return;
+  }
+  /* avg: every input times 1/n rounded to the type, then a sum, as NCCL does. */
+  const double inv_n = mock_round(t, 1.0 / n);
+  double acc = 0;
+  for (int p = 0; p < terms; p++) {
+    double x = mock_load_float(t, in[p], idx);
+    if (op == ncclNumOps) x = mock_fop(t, ncclProd, x, mock_load_float(t, scalar[p], 0));
+    if (op == ncclAvg) x = mock_fop(t, ncclProd, x, inv_n);
+    int combine = op == ncclNumOps || op == ncclAvg ? ncclSum : op;
+    acc = p == 0 ? x : mock_fop(t, combine, acc, x);
+  }
+  mock_store_float(t, out, i, acc);
+}
+
 /* ---- Execution ---- */
 
 static void mock_complete(struct mock_call* c) {
@@ -89,16 +303,17 @@ static void mock_complete(struct mock_call* c) {
   c->stream->pending--;
 }
 
-static ref_val mock_scalar(const struct ncclComm* comm, int op, int type) {
+/* The bytes of a rank's premulsum factor (one element of its type). */
+static void mock_scalar(const struct ncclComm* comm, int op, int type, unsigned char* out) {
   const struct mock_redop* r = &comm->ops[op - ncclNumOps];
   if (r->type != type) mock_fail("premulsum operator of type %d used with type %d", r->type, type);
-  return ref_load(type, r->residence == ncclScalarDevice ? r->ptr : r->value, 0);
+  memcpy(out, r->residence == ncclScalarDevice ? r->ptr : r->value, mock_type_size(type));
 }
 
 static void mock_execute(struct mock_clique* q, struct mock_slot* s) {
   const struct mock_call* c0 = &s->call[0];
   int n = q->nranks, t = c0->type, kind = c0->kind;
-  size_t c = c0->count, elt = ref_type_size(t);
+  size_t c = c0->count, elt = mock_type_size(t);
   size_t in_count = c, out_count = c;
   if (kind == MOCK_REDUCESCATTER || kind == MOCK_ALLTOALL || kind == MOCK_SCATTER) in_count = c * n;
   if (kind == MOCK_ALLGATHER || kind == MOCK_ALLTOALL || kind == MOCK_GATHER) out_count = c * n;
@@ -124,20 +339,15 @@ static void mock_execute(struct mock_clique* q, struct mock_slot* s) {
     unsigned char* out = x->recv;
     if ((kind == MOCK_REDUCE || kind == MOCK_GATHER) && r != c0->root) continue;
     if (kind == MOCK_ALLREDUCE || kind == MOCK_REDUCE || kind == MOCK_REDUCESCATTER) {
-      int rop = c0->op >= ncclNumOps ? REF_PREMULSUM : c0->op;
+      int rop = c0->op >= ncclNumOps ? ncclNumOps : c0->op;
       size_t off = kind == MOCK_REDUCESCATTER ? (size_t)r * c : 0;
-      for (size_t i = 0; i < c; i++) {
-        struct ref_acc a;
-        ref_acc_init(&a);
-        for (int p = 0; p < n; p++) {
-          int op = s->call[p].op;
-          ref_val scalar =
-              op >= ncclNumOps ? mock_scalar(s->call[p].comm, op, t) : ref_from_i64(t, 1);
-          ref_acc_add(&a, t, op >= ncclNumOps ? REF_PREMULSUM : op, ref_load(t, in[p], off + i),
-                      scalar);
-        }
-        ref_store(t, out, i, ref_acc_result(&a, t, rop));
-      }
+      _Alignas(8) unsigned char scalars[MOCK_MAX_RANKS][8];
+      memset(scalars, 0, sizeof scalars);
+      if (rop == ncclNumOps)
+        for (int p = 0; p < n; p++) mock_scalar(s->call[p].comm, s->call[p].op, t, scalars[p]);
+      const int drop = mock_env_int("MOCK_NCCL_DROP_LAST", 0);
+      for (size_t i = 0; i < c; i++)
+        mock_reduce_elem(t, rop, n, drop, in, off + i, (const unsigned char(*)[8])scalars, out, i);
     } else if (kind == MOCK_ALLGATHER || kind == MOCK_GATHER) {
       for (int p = 0; p < n; p++) memcpy(out + (size_t)p * c * elt, in[p], c * elt);
     } else if (kind == MOCK_ALLTOALL) {
@@ -182,7 +392,7 @@ static void mock_p2p_match(struct mock_clique* q, int from, int to) {
     if (s.count != r.count || s.type != r.type)
       mock_fail("send %d->%d of %zu elements of type %d matched with a receive of %zu of type %d",
                 from, to, s.count, s.type, r.count, r.type);
-    size_t elt = ref_type_size(s.type);
+    size_t elt = mock_type_size(s.type);
     memmove(r.recv, s.send, s.count * elt);
     if (mock_env_int("MOCK_NCCL_CORRUPT", 0) && to == q->nranks - 1 && s.count > 0)
       ((unsigned char*)r.recv)[(s.count / 2) * elt + elt - 1] ^= 0x40;
@@ -451,7 +661,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
     r->type = (int)type;
     r->residence = (int)residence;
     r->ptr = scalar;
-    if (residence == ncclScalarHostImmediate) memcpy(r->value, scalar, ref_type_size((int)type));
+    if (residence == ncclScalarHostImmediate) memcpy(r->value, scalar, mock_type_size((int)type));
     *op = (ncclRedOp_t)(ncclNumOps + i);
     return ncclSuccess;
   }
