@@ -1,7 +1,10 @@
 /*
  * ncclMemAlloc / ncclMemFree on real GPUs: sizes that are and are not multiples of the
- * granularity, data written and read back on the owning GPU and from every peer GPU, memory given
- * back on free, the errors of misuse, and the same with NCCL_CUMEM_ENABLE=0 (cudaMalloc).
+ * granularity, data written on the owning GPU and read by a kernel on it and on every peer GPU
+ * (through that GPU's own mapping: ncclMemAlloc maps for every peer, so no peer access is
+ * enabled; with NCCL_CUMEM_ENABLE=0 the test enables it, as cudaMalloc maps nothing), memory
+ * taken and given back (enough allocations at once that a leak shows above the noise of
+ * cudaMemGetInfo), the errors of misuse, and the same with NCCL_CUMEM_ENABLE=0 (cudaMalloc).
  * Skipped (exit 77) where there is no GPU.
  */
 #include <cuda_runtime_api.h>
@@ -12,24 +15,69 @@
 
 #include "check.h"
 #include "nccl.h"
+#include "test_memalloc_kern.h"
 
 #define CUDA_OK(call) CHECK_EQ_INT((call), cudaSuccess)
 
 static int ndev;
 
-static void check_pattern(void* dptr, size_t size, unsigned char value, int reader_dev) {
-  unsigned char* host = (unsigned char*)malloc(size);
-  CUDA_OK(cudaSetDevice(reader_dev));
-  /* Device to device on the reader, then to the host: the reader must be allowed to read. */
-  void* staging = NULL;
-  CUDA_OK(cudaMalloc(&staging, size));
-  CUDA_OK(cudaMemcpy(staging, dptr, size, cudaMemcpyDeviceToDevice));
-  CUDA_OK(cudaMemcpy(host, staging, size, cudaMemcpyDeviceToHost));
-  size_t bad = 0;
-  for (size_t i = 0; i < size; i++) bad += host[i] != value;
-  CHECK_EQ_INT(bad, 0);
-  CUDA_OK(cudaFree(staging));
-  free(host);
+static int cumem; /* ncclMemAlloc maps for every peer (not NCCL_CUMEM_ENABLE=0) */
+
+/* A kernel on reader_dev reads every byte of dptr through reader_dev's mapping. */
+static void check_pattern(void* dptr, size_t size, unsigned char value, int reader_dev,
+                          int owner_dev) {
+  if (!cumem && reader_dev != owner_dev) {
+    /* cudaMalloc memory: the peer's mapping is the caller's to make. */
+    CUDA_OK(cudaSetDevice(reader_dev));
+    cudaError_t e = cudaDeviceEnablePeerAccess(owner_dev, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) e = cudaSuccess;
+    (void)cudaGetLastError();
+    CUDA_OK(e);
+  }
+  unsigned long long bad = 0;
+  CUDA_OK(ma_count_mismatches(reader_dev, dptr, size, value, &bad));
+  CHECK_MSG(bad == 0, "%zu bytes of device %d read by device %d: %llu wrong", size, owner_dev,
+            reader_dev, bad);
+}
+
+#define MIB ((size_t)1 << 20)
+
+/* Allocations of `size` held at once for the memory checks: enough that their footprint (whole
+ * 2 MiB granules with cuMem) is 64 MiB, far above the few MiB cudaMemGetInfo drifts by. With
+ * cudaMalloc, allocations below a granule share pages that the driver may keep: not measured. */
+static size_t held_count(size_t size) {
+  size_t granule = 2 * MIB, footprint = (size + granule - 1) / granule * granule;
+  if (!cumem && size < granule) return 0;
+  return (64 * MIB + footprint - 1) / footprint;
+}
+
+/* Memory taken while `n` allocations of `size` are held, and given back when they are freed. */
+static void check_memory(int dev, size_t size) {
+  size_t n = held_count(size);
+  if (n == 0) {
+    CHECK_SKIPPED("device %d, %zu bytes with cudaMalloc: below a page, not measurable", dev,
+                  size);
+    return;
+  }
+  void** held = (void**)calloc(n, sizeof(void*));
+  size_t free_before = 0, free_held = 0, free_after = 0, total = 0;
+  CUDA_OK(cudaSetDevice(dev));
+  CUDA_OK(cudaMemGetInfo(&free_before, &total));
+  size_t got = 0;
+  for (; got < n; got++)
+    if (ncclMemAlloc(&held[got], size) != ncclSuccess) break;
+  CHECK_EQ_INT(got, n);
+  CUDA_OK(cudaMemGetInfo(&free_held, &total));
+  for (size_t i = 0; i < got; i++) CHECK_EQ_INT(ncclMemFree(held[i]), ncclSuccess);
+  CUDA_OK(cudaMemGetInfo(&free_after, &total));
+  /* 60 of the 64 MiB at least must be taken, and all but 4 MiB given back. */
+  CHECK_MSG(free_before >= free_held + 60 * MIB,
+            "device %d: %zu allocations of %zu bytes took only %zu MiB", dev, n, size,
+            (free_before - free_held) / MIB);
+  CHECK_MSG(free_after + 4 * MIB >= free_before,
+            "device %d: %zu allocations of %zu bytes freed, %zu MiB not given back", dev, n, size,
+            (free_before - free_after) / MIB);
+  free(held);
 }
 
 static void run_sizes(void) {
@@ -38,8 +86,6 @@ static void run_sizes(void) {
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
       size_t size = sizes[k];
       CUDA_OK(cudaSetDevice(dev));
-      size_t free_before = 0, free_after = 0, total = 0;
-      CUDA_OK(cudaMemGetInfo(&free_before, &total));
       void* p = NULL;
       CHECK_EQ_INT(ncclMemAlloc(&p, size), ncclSuccess);
       CHECK_TRUE(p != NULL);
@@ -53,7 +99,7 @@ static void run_sizes(void) {
       for (int reader = 0; reader < ndev; reader++) {
         int can = reader == dev;
         if (!can) cudaDeviceCanAccessPeer(&can, reader, dev);
-        if (can) check_pattern(p, size, v, reader);
+        if (can) check_pattern(p, size, v, reader, dev);
       }
       CUDA_OK(cudaSetDevice(dev));
       /* Freeing from the middle is refused; freeing the base works and gives the memory back. */
@@ -62,8 +108,7 @@ static void run_sizes(void) {
         CHECK_CONTAINS(ncclGetLastError(NULL), "pass the pointer ncclMemAlloc returned");
       }
       CHECK_EQ_INT(ncclMemFree(p), ncclSuccess);
-      CUDA_OK(cudaMemGetInfo(&free_after, &total));
-      CHECK_TRUE(free_after + (4u << 20) >= free_before);
+      check_memory(dev, size);
     }
   }
 }
@@ -80,6 +125,7 @@ int main(void) {
   CHECK_EQ_INT(ncclMemFree(NULL), ncclSuccess);
   CHECK_EQ_INT(ncclMemAlloc(NULL, 16), ncclInvalidArgument);
 
+  cumem = getenv("NCCL_CUMEM_ENABLE") == NULL || atoi(getenv("NCCL_CUMEM_ENABLE")) != 0;
   run_sizes();
   /* Memory from cudaMalloc is not ncclMemAlloc's. */
   if (getenv("NCCL_CUMEM_ENABLE") == NULL) {
