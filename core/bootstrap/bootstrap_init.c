@@ -172,7 +172,7 @@ static ncclResult_t bs_wait_peers(bootstrap_t* bs, const bs_id_t* id) {
     bs_reply_reason(m->data + sizeof(r), body, why, sizeof(why));
     WARN("bootstrap rank %d of %d: the rendezvous at root %s failed: %s", bs->rank, bs->nranks, a,
          why);
-    res = ncclRemoteError;
+    res = r.status == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError;
     goto out_free;
   }
   int expect = bs_bruck_steps(bs->nranks);

@@ -11,7 +11,8 @@
  *                  reason for refusing) on the same connection and closes it, so that a root holds
  *                  no connection per rank while it waits.
  *   root -> root   with nids > 1 the roots form a ring (ROOT_JOIN, then nids-1 ROOT_BLOCK steps)
- *                  until each holds every rank's address.
+ *                  until each holds every rank's address; a root whose rendezvous failed for
+ *                  good sends ROOT_FAIL instead, and each root passes it on.
  *   root -> rank   a new connection to the rank's listening socket: ROOT_REPLY with the addresses
  *                  of the log2(nranks) peers the rank sends to in a Bruck all-gather, or the reason
  *                  the rendezvous failed (e.g. which rank never came).
@@ -60,6 +61,8 @@ enum {
   BS_MSG_USER,       /* bootstrap_send; tag: the user's tag */
   BS_MSG_COLL,       /* all-gather and barrier; tag: collective sequence number; step */
   BS_MSG_SPLIT,      /* bootstrap_split's address exchange; tag: split tag; step */
+  BS_MSG_ROOT_FAIL,  /* root -> next root; tag: comm tag; step: the status for the ranks; the
+                      * NUL-terminated reason the rendezvous failed (the sender then closes) */
 };
 
 typedef struct {
@@ -90,9 +93,12 @@ typedef struct {
 } bs_join_t;
 
 typedef struct {
-  int32_t status; /* 0: count entries follow; otherwise a NUL-terminated reason follows */
+  int32_t status; /* 0: count entries follow; otherwise a NUL-terminated reason follows, and
+                   * status is BS_REPLY_FAILED, or ncclInvalidUsage when the ranks misused the
+                   * rendezvous (e.g. two claimed one rank): the error the ranks return */
   int32_t count;
 } bs_reply_t;
+#define BS_REPLY_FAILED 1
 
 typedef struct {
   int32_t rank;

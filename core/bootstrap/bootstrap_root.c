@@ -10,6 +10,14 @@
  *   reply    connect to each rank's listening socket and send it its Bruck peers' addresses; on
  *            failure, send each joined rank the reason instead (e.g. which rank never came).
  *
+ * A rendezvous that cannot succeed whatever comes next (two processes claiming one rank) fails
+ * at once: the ranks that joined are told why right away, and the root keeps answering JOINs
+ * with the same reason until every rank of its group has been told (or the timeout), so that
+ * ranks still on their way fail with it too instead of waiting for the timeout. With several
+ * roots, the failing root sends the reason to the next root of the ring (ROOT_FAIL, then it
+ * closes that connection), which fails the same way and passes it on, whether it is still
+ * gathering (it watches the previous root's connection) or already in the ring exchange.
+ *
  * The clock: once a rank joined, everything must be done within CHOIR_BOOTSTRAP_TIMEOUT counted
  * from that first JOIN; ranks wait slightly longer, so they hear the root's verdict. Before that,
  * the time belongs to the application (broadcasting the id, launching processes), so a root that
@@ -68,6 +76,14 @@ typedef struct {
   int npending;
   struct pollfd* pfds;
   char why[BS_REASON_MAX]; /* why the rendezvous failed: sent to every joined rank */
+  /* The rendezvous failed for good (why says why): every JOIN is refused with that reason.
+   * Non-zero: the status the ranks get (BS_REPLY_FAILED, or ncclInvalidUsage for misuse). */
+  int32_t fail_status;
+  bool failure_sent; /* the joined ranks were told */
+  bool ring_told;    /* the next root was told (ROOT_FAIL) */
+  bool prev_has_block; /* the previous root's first ROOT_BLOCK waits on prev: stop watching it */
+  bool* told;        /* count: rank first + i knows of the failure */
+  int ntold;
 } bs_root_t;
 
 typedef enum { BS_PENDING_MORE, BS_PENDING_MOVED, BS_PENDING_CLOSE } bs_pending_state_t;
@@ -84,6 +100,7 @@ static void bs_root_free(bs_root_t* root) {
   free(root->pfds);
   free(root->addrs);
   free(root->joined);
+  free(root->told);
   free(root);
 }
 
@@ -94,14 +111,16 @@ typedef struct {
   char text[BS_REASON_MAX];
 } bs_root_reply_msg_t;
 
-/* Fill *msg and return the bytes to send. */
-static size_t bs_root_reply(const bs_root_t* root, const char* why, bs_root_reply_msg_t* msg) {
+/* Fill *msg and return the bytes to send. status (when why is set): BS_REPLY_FAILED, or
+ * ncclInvalidUsage when the ranks were misused. */
+static size_t bs_root_reply(const bs_root_t* root, const char* why, int32_t status,
+                            bs_root_reply_msg_t* msg) {
   memset(msg, 0, sizeof(*msg));
   size_t len = why != NULL ? strlen(why) + 1 : 0;
   if (len > sizeof(msg->text)) len = sizeof(msg->text);
   if (len > 0) sys_strlcpy(msg->text, why, len);
   msg->h = (bs_hdr_t){BS_WIRE_MAGIC, BS_MSG_ROOT_REPLY, 0, root->tag, sizeof(bs_reply_t) + len};
-  msg->r.status = why != NULL ? 1 : 0;
+  msg->r.status = why != NULL ? status : 0;
   return sizeof(bs_hdr_t) + sizeof(bs_reply_t) + len;
 }
 
@@ -109,19 +128,20 @@ static size_t bs_root_reply(const bs_root_t* root, const char* why, bs_root_repl
  * the socket fresh, and a peer that went away needs no answer. */
 static void bs_root_answer(bs_root_t* root, sock_t* s, const char* why) {
   bs_root_reply_msg_t msg;
-  struct iovec iov = {&msg, bs_root_reply(root, why, &msg)};
+  int32_t status = root->fail_status ? root->fail_status : BS_REPLY_FAILED;
+  struct iovec iov = {&msg, bs_root_reply(root, why, status, &msg)};
   size_t n = 0;
   int err = 0;
   (void)sock_try_sendv(s, &iov, 1, &n, &err);
 }
 
 /* The next root is up (its id was created before any rank could have it): connect and say who
- * we are. Blocking, but only on the local kernel. */
-static ncclResult_t bs_root_connect_next(bs_root_t* root) {
+ * we are. Blocking, but only on the local kernel (up to timeout_ms, with retries or not). */
+static ncclResult_t bs_root_connect_next(bs_root_t* root, bool retry, uint64_t timeout_ms) {
   char name[SOCK_NAME_MAX];
   snprintf(name, sizeof(name), "bootstrap root %d", (root->index + 1) % root->nids);
-  sock_deadline_t dl = sock_deadline(root->timeout_ms, NULL);
-  CHECK(sock_connect(&root->next_root, name, true, &dl, &root->next));
+  sock_deadline_t dl = sock_deadline(timeout_ms, NULL);
+  CHECK(sock_connect(&root->next_root, name, retry, &dl, &root->next));
   struct {
     bs_hdr_t h;
     bs_root_join_t j;
@@ -162,6 +182,7 @@ static ncclResult_t bs_root_learn(bs_root_t* root, const bs_join_t* j) {
   root->next_tag = j->next_root_tag;
   CHECK(MEM_CALLOC(&root->addrs, (size_t)root->nranks));
   CHECK(MEM_CALLOC(&root->joined, (size_t)root->count));
+  CHECK(MEM_CALLOC(&root->told, (size_t)root->count));
   root->first_join_ns = sock_clock_ns();
   root->known = true;
   if (root->have_prev_info) (void)bs_root_prev_ok(root);
@@ -171,6 +192,14 @@ static ncclResult_t bs_root_learn(bs_root_t* root, const bs_join_t* j) {
        root->where, root->nranks, root->index, root->nids, root->first,
        root->first + root->count - 1);
   return ncclSuccess;
+}
+
+/* Rank `rank` (valid or not) now knows that the rendezvous failed. */
+static void bs_root_tell(bs_root_t* root, int rank) {
+  int i = rank - root->first;
+  if (i < 0 || i >= root->count || root->told[i]) return;
+  root->told[i] = true;
+  root->ntold++;
 }
 
 /* A complete JOIN arrived on p. */
@@ -192,9 +221,20 @@ static ncclResult_t bs_root_on_join(bs_root_t* root, bs_pending_t* p, bs_pending
              "%d), but the first rank to join said %d ranks and %d ids (root %d)%s",
              j->rank, j->nranks, j->nids, j->root_index, root->nranks, root->nids, root->index,
              j->comm_tag != root->comm_tag ? ", and the ranks hold different lists of ids" : "");
+  } else if (root->fail_status) {
+    sys_strlcpy(why, root->why, sizeof(why));
+    bs_root_tell(root, j->rank);
   } else if (root->known && root->joined[j->rank - root->first]) {
-    snprintf(why, sizeof(why), "rank %d has already joined from %s", j->rank,
-             sock_addr_str(&root->addrs[j->rank], a, sizeof(a)));
+    /* Two processes hold one rank: whichever is right, the other rank number has no process
+     * and the rendezvous can never complete. End it now for everyone, with the reason. */
+    char b[SOCK_ADDR_STRLEN];
+    snprintf(root->why, sizeof(root->why),
+             "rank %d of %d was claimed twice: by the process listening on %s and by the one "
+             "listening on %s; every process must pass its own rank (0..%d) to ncclCommInitRank",
+             j->rank, root->nranks, sock_addr_str(&root->addrs[j->rank], a, sizeof(a)),
+             sock_addr_str(&j->addr, b, sizeof(b)), root->nranks - 1);
+    root->fail_status = ncclInvalidUsage;
+    sys_strlcpy(why, root->why, sizeof(why));
   }
   if (why[0] != '\0') {
     WARN("bootstrap root %s: refused the rank connecting from %s: %s", root->where,
@@ -367,17 +407,108 @@ static ncclResult_t bs_root_timed_out(bs_root_t* root) {
   return ncclRemoteError;
 }
 
+static void bs_root_send_failure(bs_root_t* root);
+
+/* Tell the next root of the ring why the rendezvous failed, then drop the connection: it fails
+ * too, tells its ranks and passes the reason on. Best effort, once; a short wait at most (the
+ * next root may be gone already). The status travels in the header's step. */
+static void bs_root_fail_ring(bs_root_t* root) {
+  if (root->nids < 2 || root->ring_told) return;
+  root->ring_told = true;
+  if (root->next.fd < 0 && bs_root_connect_next(root, false, 1000) != ncclSuccess) return;
+  struct {
+    bs_hdr_t h;
+    char text[BS_REASON_MAX];
+  } msg;
+  memset(&msg, 0, sizeof(msg));
+  size_t len = strnlen(root->why, BS_REASON_MAX - 1) + 1;
+  memcpy(msg.text, root->why, len - 1);
+  msg.h = (bs_hdr_t){BS_WIRE_MAGIC, BS_MSG_ROOT_FAIL, (uint16_t)root->fail_status, root->comm_tag,
+                     len};
+  sock_deadline_t dl = sock_deadline(1000, NULL);
+  (void)sock_send(&root->next, &msg, sizeof(bs_hdr_t) + len, &dl);
+  sock_close(&root->next);
+}
+
+/* Fail the rendezvous with `status` and the reason in root->why (already written). */
+static void bs_root_fail(bs_root_t* root, int32_t status) {
+  if (root->fail_status) return;
+  root->fail_status = status;
+  WARN("bootstrap root %s: %s", root->where, root->why);
+}
+
+/* A ROOT_FAIL message (header h already read) from the previous root: read its reason into
+ * root->why and fail with its status. */
+static void bs_root_on_ring_fail(bs_root_t* root, const bs_hdr_t* h, const char* text,
+                                 size_t len) {
+  if (root->fail_status) return; /* our own reason, come back around the ring */
+  char why[BS_REASON_MAX];
+  size_t n = len < sizeof(why) - 1 ? len : sizeof(why) - 1;
+  memcpy(why, text, n);
+  why[n] = '\0';
+  for (size_t i = 0; i < n && why[i] != '\0'; i++)
+    if (why[i] < 0x20 || why[i] > 0x7e) why[i] = '?';
+  snprintf(root->why, sizeof(root->why), "%.440s (passed on by root %d of %d)", why,
+           (root->index - 1 + root->nids) % root->nids, root->nids);
+  bs_root_fail(root, h->step == ncclInvalidUsage ? ncclInvalidUsage : BS_REPLY_FAILED);
+}
+
+/* While gathering: what the previous root sent. A ROOT_FAIL fails this root too; its first
+ * ROOT_BLOCK (it is in the ring exchange already) is left for bs_root_ring; a closed connection
+ * means the previous root is gone, and the ring can never complete. */
+static void bs_root_watch_prev(bs_root_t* root) {
+  bs_hdr_t h;
+  ssize_t n = recv(root->prev.fd, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (n > 0 && (size_t)n < sizeof(h)) return; /* the rest of the header is on its way */
+  if (n == (ssize_t)sizeof(h) && !(h.magic == BS_WIRE_MAGIC && h.kind == BS_MSG_ROOT_FAIL &&
+                                   h.tag == root->comm_tag && h.size <= BS_REASON_MAX)) {
+    root->prev_has_block = true;
+    return;
+  }
+  if (n == (ssize_t)sizeof(h)) {
+    char body[sizeof(bs_hdr_t) + BS_REASON_MAX];
+    sock_deadline_t dl = sock_deadline(1000, NULL);
+    if (sock_recv(&root->prev, body, sizeof(h) + (size_t)h.size, &dl) == ncclSuccess) {
+      bs_root_on_ring_fail(root, &h, body + sizeof(h), (size_t)h.size);
+      sock_close(&root->prev);
+      return;
+    }
+  }
+  sock_close(&root->prev);
+  if (root->fail_status) return;
+  snprintf(root->why, sizeof(root->why),
+           "root %d of %d (the previous one in the ring of roots) closed its connection to the "
+           "root at %s before the exchange", (root->index - 1 + root->nids) % root->nids,
+           root->nids, root->where);
+  bs_root_fail(root, BS_REPLY_FAILED);
+}
+
 static ncclResult_t bs_root_gather(bs_root_t* root) {
   for (;;) {
-    if (bs_root_gathered(root)) return ncclSuccess;
+    if (root->fail_status) {
+      if (!root->failure_sent) bs_root_send_failure(root);
+      bs_root_fail_ring(root);
+      if (root->ntold == root->count) return root->fail_status == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError;
+    } else if (bs_root_gathered(root)) {
+      return ncclSuccess;
+    }
     uint64_t now = sock_clock_ns(), end = bs_root_end_ns(root);
-    if (now >= end) return bs_root_timed_out(root);
+    if (now >= end)
+      return root->fail_status == ncclInvalidUsage ? ncclInvalidUsage
+             : root->fail_status                  ? ncclRemoteError
+                                                  : bs_root_timed_out(root);
     uint64_t ms = (end - now) / 1000000 + 1;
     int n = 0;
     root->pfds[n++] = (struct pollfd){root->listener.fd, POLLIN, 0};
     int npending = root->npending;
     for (int i = 0; i < npending; i++)
       root->pfds[n++] = (struct pollfd){root->pending[i]->sock.fd, POLLIN, 0};
+    int prev_slot = -1;
+    if (root->known && root->prev.fd >= 0 && !root->prev_has_block) {
+      prev_slot = n;
+      root->pfds[n++] = (struct pollfd){root->prev.fd, POLLIN, 0};
+    }
     int r = poll(root->pfds, (nfds_t)n, ms > 1000 ? 1000 : (int)ms);
     if (r < 0 && errno != EINTR) {
       WARN("bootstrap root %s: poll failed: %m", root->where);
@@ -393,7 +524,9 @@ static ncclResult_t bs_root_gather(bs_root_t* root) {
       if (st != BS_PENDING_MORE) bs_root_pending_remove(root, i, st == BS_PENDING_CLOSE);
     }
     if (root->pfds[0].revents != 0) CHECK(bs_root_accept(root));
-    if (root->known && root->nids > 1 && root->next.fd < 0) CHECK(bs_root_connect_next(root));
+    if (prev_slot >= 0 && root->pfds[prev_slot].revents != 0) bs_root_watch_prev(root);
+    if (root->known && root->nids > 1 && root->next.fd < 0 && !root->fail_status)
+      CHECK(bs_root_connect_next(root, true, root->timeout_ms));
   }
 }
 
@@ -403,8 +536,9 @@ static ncclResult_t bs_root_ring(bs_root_t* root) {
   sock_deadline_t dl = {bs_root_end_ns(root), root->timeout_ms, NULL};
   ncclResult_t res = ncclSuccess;
   size_t max = (size_t)(root->nranks / root->nids + 1) * sizeof(sock_addr_t);
+  size_t rcap = max > BS_REASON_MAX ? max : BS_REASON_MAX; /* a block, or a ROOT_FAIL reason */
   char* sbuf = (char*)malloc(sizeof(bs_hdr_t) + max);
-  char* rbuf = (char*)malloc(sizeof(bs_hdr_t) + max);
+  char* rbuf = (char*)malloc(sizeof(bs_hdr_t) + rcap);
   if (sbuf == NULL || rbuf == NULL) {
     WARN("bootstrap root %s: out of memory for the ring of roots", root->where);
     res = ncclSystemError;
@@ -422,10 +556,23 @@ static ncclResult_t bs_root_ring(bs_root_t* root) {
     bs_hdr_t h = {BS_WIRE_MAGIC, BS_MSG_ROOT_BLOCK, (uint16_t)s, root->comm_tag, ssize};
     memcpy(sbuf, &h, sizeof(h));
     memcpy(sbuf + sizeof(h), &root->addrs[sfirst], ssize);
-    CHECK_GOTO(sock_exchange(&root->next, sbuf, sizeof(h) + ssize, &root->prev, rbuf,
-                             sizeof(h) + rsize, &dl),
-               res, out_free);
+    memset(rbuf, 0, sizeof(h) + rcap);
+    res = sock_exchange(&root->next, sbuf, sizeof(h) + ssize, &root->prev, rbuf,
+                        sizeof(h) + rsize, &dl);
     memcpy(&h, rbuf, sizeof(h));
+    if (h.magic == BS_WIRE_MAGIC && h.kind == BS_MSG_ROOT_FAIL && h.tag == root->comm_tag &&
+        h.size <= BS_REASON_MAX) {
+      /* The previous root failed and closed the connection (which may have failed the exchange
+       * too): what arrived of its reason is in rbuf, zero-padded. */
+      if (res == ncclSuccess && h.size > rsize) {
+        sock_deadline_t rest = sock_deadline(1000, NULL);
+        (void)sock_recv(&root->prev, rbuf + sizeof(h) + rsize, (size_t)h.size - rsize, &rest);
+      }
+      bs_root_on_ring_fail(root, &h, rbuf + sizeof(h), strnlen(rbuf + sizeof(h), (size_t)h.size));
+      res = root->fail_status == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError;
+      goto out_free;
+    }
+    if (res != ncclSuccess) goto out_free;
     bool ok = h.magic == BS_WIRE_MAGIC && h.kind == BS_MSG_ROOT_BLOCK && h.step == s &&
               h.tag == root->comm_tag && h.size == rsize;
     for (int i = 0; i < rcount && ok; i++) {
@@ -488,9 +635,14 @@ static ncclResult_t bs_root_send_peers(bs_root_t* root) {
 /* Tell every rank that joined why the rendezvous failed, so that it fails with that reason. */
 static void bs_root_send_failure(bs_root_t* root) {
   bs_root_reply_msg_t msg;
-  size_t len = bs_root_reply(root, root->why, &msg);
-  for (int i = 0; i < root->count; i++)
-    if (root->joined[i]) bs_root_send_to_rank(root, root->first + i, &msg, len);
+  size_t len = bs_root_reply(root, root->why,
+                             root->fail_status ? root->fail_status : BS_REPLY_FAILED, &msg);
+  for (int i = 0; i < root->count; i++) {
+    if (!root->joined[i]) continue;
+    bs_root_send_to_rank(root, root->first + i, &msg, len);
+    bs_root_tell(root, root->first + i);
+  }
+  root->failure_sent = true;
 }
 
 static void* bs_root_main(void* arg) {
@@ -501,8 +653,9 @@ static void* bs_root_main(void* arg) {
   sock_close(&root->listener);
   if (res == ncclSuccess && root->nids > 1) {
     res = bs_root_ring(root);
-    /* The error was WARNed in this thread: pass its text on to the ranks. */
-    if (res != ncclSuccess)
+    /* The error was WARNed in this thread: pass its text on to the ranks (unless the previous
+     * root said why). */
+    if (res != ncclSuccess && !root->fail_status)
       snprintf(root->why, sizeof(root->why),
                "the exchange between the %d roots failed at root "
                "%d (%s): %.300s",
@@ -510,12 +663,13 @@ static void* bs_root_main(void* arg) {
   }
   if (res == ncclSuccess) {
     res = bs_root_send_peers(root);
-  } else if (root->known && root->njoined > 0) {
+  } else if (root->known && root->njoined > 0 && !root->failure_sent) {
     if (root->why[0] == '\0')
       snprintf(root->why, sizeof(root->why), "the root at %s failed: %s", root->where,
                err_string(res));
     bs_root_send_failure(root);
   }
+  if (root->fail_status) bs_root_fail_ring(root); /* pass a failure from the ring on */
   bs_root_free(root);
   __atomic_sub_fetch(&bs_roots_running_, 1, __ATOMIC_RELEASE);
   return NULL;
@@ -530,7 +684,7 @@ ncclResult_t bs_root_start(const sock_addr_t* addr, uint64_t tag, sock_addr_t* b
   root->timeout_ms = bootstrap_timeout_ms();
   root->created_ns = sock_clock_ns();
   CHECK_GOTO(MEM_CALLOC(&root->pending, BS_ROOT_MAX_PENDING), res, err_free);
-  CHECK_GOTO(MEM_CALLOC(&root->pfds, BS_ROOT_MAX_PENDING + 1), res, err_free);
+  CHECK_GOTO(MEM_CALLOC(&root->pfds, BS_ROOT_MAX_PENDING + 2), res, err_free);
   CHECK_GOTO(sock_listen(addr, "bootstrap root", &root->listener), res, err_free);
   sock_addr_str(&root->listener.addr, root->where, sizeof(root->where));
   sock_addr_t bound = root->listener.addr;
