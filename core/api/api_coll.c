@@ -3,14 +3,41 @@
 #include "comm.h"
 #include "enqueue.h"
 
-/* What every operation checks before going inward (NCCL's order: comm, then arguments). */
+/* An operation's checks: a failure is returned, and inside a group it also becomes the group's
+ * error (ncclGroupEnd returns it and runs nothing of the group), as in NCCL. */
+#define OP_CHECK(call)                                                                    \
+  do {                                                                                    \
+    ncclResult_t op_res_ = (call);                                                        \
+    if (op_res_ != ncclSuccess) {                                                         \
+      INFO(NCCL_ALL, "%s:%d -> %d", __FILE__, __LINE__, op_res_);                         \
+      return enqueue_group_fail(op_res_);                                                 \
+    }                                                                                     \
+  } while (0)
+
+/* What every operation checks before going inward (NCCL's order: comm, then arguments). A
+ * communicator still being created, failed, revoked or finalized takes no operation. */
 static ncclResult_t api_check_op(const char* f, ncclComm_t comm, ncclDataType_t datatype) {
-  CHECK(comm_check_ready(f, comm));
+  CHECK(comm_check_usable(f, comm));
   CHECK(api_check_datatype(f, datatype));
   return ncclSuccess;
 }
 
-/* root of rooted collectives, peer of send/recv: a rank of the communicator. */
+/* The largest buffer's size in bytes must fit in size_t: count elements of datatype, times
+ * `blocks` (nranks for the buffers that hold one block per rank, else 1). A larger count can only
+ * be a mistake, and the data path computes with those sizes. */
+static ncclResult_t api_check_count(const char* f, const char* what, size_t count,
+                                    ncclDataType_t datatype, int blocks) {
+  size_t esize = api_type_size(datatype);
+  if (count <= SIZE_MAX / esize / (size_t)blocks) return ncclSuccess;
+  if (blocks > 1)
+    WARN("%s: %s %zu is too large: %s x nranks (%d) x %zu bytes per element overflows size_t", f,
+         what, count, what, blocks, esize);
+  else
+    WARN("%s: %s %zu is too large: %s x %zu bytes per element overflows size_t", f, what, count,
+         what, esize);
+  return ncclInvalidArgument;
+}
+
 static ncclResult_t api_check_rank(const char* f, const char* what, ncclComm_t comm, int r) {
   if (r < 0 || r >= comm->nranks) {
     WARN("%s: %s %d is not a rank of the communicator (0..%d)", f, what, r, comm->nranks - 1);
@@ -42,12 +69,12 @@ static ncclResult_t api_enqueue(ncclComm_t comm, enq_kind_t kind, const void* se
                                 int root, cudaStream_t stream) {
   enq_op_t o = {.kind = kind, .sendbuff = sendbuff, .recvbuff = recvbuff, .count = count,
                 .type = type, .op = op, .root = root, .stream = stream};
-  return enqueue_op(comm->dp, &o);
+  return enqueue_group_fail(enqueue_op(comm->dp, &o));
 }
 
 static ncclResult_t api_reduction(const char* f, ncclComm_t comm, ncclDataType_t datatype,
                                   ncclRedOp_t op) {
-  CHECK(api_check_op(f, comm, datatype));
+  OP_CHECK(api_check_op(f, comm, datatype));
   CHECK(api_check_redop(f, op));
   CHECK(enqueue_redop_check(comm->dp, f, op, datatype));
   return ncclSuccess;
@@ -56,9 +83,10 @@ static ncclResult_t api_reduction(const char* f, ncclComm_t comm, ncclDataType_t
 NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   const char* f = "ncclAllReduce";
-  CHECK(api_reduction(f, comm, datatype, op));
-  CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
-  CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
+  OP_CHECK(api_reduction(f, comm, datatype, op));
+  OP_CHECK(api_check_count(f, "count", count, datatype, 1));
+  OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
+  OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
   return api_enqueue(comm, ENQ_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, stream);
 }
 
@@ -66,29 +94,32 @@ NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t 
          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
          cudaStream_t stream) {
   const char* f = "ncclReduce";
-  CHECK(api_reduction(f, comm, datatype, op));
-  CHECK(api_check_rank(f, "root", comm, root));
-  CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
-  if (comm->rank == root) CHECK(api_check_buf(f, "recvbuff (at the root)", recvbuff, count));
+  OP_CHECK(api_reduction(f, comm, datatype, op));
+  OP_CHECK(api_check_count(f, "count", count, datatype, 1));
+  OP_CHECK(api_check_rank(f, "root", comm, root));
+  OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
+  if (comm->rank == root) OP_CHECK(api_check_buf(f, "recvbuff (at the root)", recvbuff, count));
   return api_enqueue(comm, ENQ_REDUCE, sendbuff, recvbuff, count, datatype, op, root, stream);
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream) {
   const char* f = "ncclBcast";
-  CHECK(api_check_op(f, comm, datatype));
-  CHECK(api_check_rank(f, "root", comm, root));
-  CHECK(api_check_buf(f, "buff", buff, count));
+  OP_CHECK(api_check_op(f, comm, datatype));
+  OP_CHECK(api_check_count(f, "count", count, datatype, 1));
+  OP_CHECK(api_check_rank(f, "root", comm, root));
+  OP_CHECK(api_check_buf(f, "buff", buff, count));
   return api_enqueue(comm, ENQ_BROADCAST, buff, buff, count, datatype, ncclSum, root, stream);
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   const char* f = "ncclBroadcast";
-  CHECK(api_check_op(f, comm, datatype));
-  CHECK(api_check_rank(f, "root", comm, root));
-  if (comm->rank == root) CHECK(api_check_buf(f, "sendbuff (at the root)", sendbuff, count));
-  CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
+  OP_CHECK(api_check_op(f, comm, datatype));
+  OP_CHECK(api_check_count(f, "count", count, datatype, 1));
+  OP_CHECK(api_check_rank(f, "root", comm, root));
+  if (comm->rank == root) OP_CHECK(api_check_buf(f, "sendbuff (at the root)", sendbuff, count));
+  OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
   return api_enqueue(comm, ENQ_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root,
                      stream);
 }
@@ -96,9 +127,10 @@ NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size
 NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   const char* f = "ncclReduceScatter";
-  CHECK(api_reduction(f, comm, datatype, op));
-  CHECK(api_check_buf(f, "sendbuff", sendbuff, recvcount));
-  CHECK(api_check_buf(f, "recvbuff", recvbuff, recvcount));
+  OP_CHECK(api_reduction(f, comm, datatype, op));
+  OP_CHECK(api_check_count(f, "recvcount", recvcount, datatype, comm->nranks));
+  OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, recvcount));
+  OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, recvcount));
   return api_enqueue(comm, ENQ_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0,
                      stream);
 }
@@ -106,9 +138,10 @@ NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   const char* f = "ncclAllGather";
-  CHECK(api_check_op(f, comm, datatype));
-  CHECK(api_check_buf(f, "sendbuff", sendbuff, sendcount));
-  CHECK(api_check_buf(f, "recvbuff", recvbuff, sendcount));
+  OP_CHECK(api_check_op(f, comm, datatype));
+  OP_CHECK(api_check_count(f, "sendcount", sendcount, datatype, comm->nranks));
+  OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, sendcount));
+  OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, sendcount));
   return api_enqueue(comm, ENQ_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0,
                      stream);
 }
@@ -116,19 +149,21 @@ NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   const char* f = "ncclAlltoAll";
-  CHECK(api_check_op(f, comm, datatype));
-  CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
-  CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
+  OP_CHECK(api_check_op(f, comm, datatype));
+  OP_CHECK(api_check_count(f, "count", count, datatype, comm->nranks));
+  OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
+  OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
   return api_enqueue(comm, ENQ_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, 0, stream);
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   const char* f = "ncclGather";
-  CHECK(api_check_op(f, comm, datatype));
-  CHECK(api_check_rank(f, "root", comm, root));
-  CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
-  if (comm->rank == root) CHECK(api_check_buf(f, "recvbuff (at the root)", recvbuff, count));
+  OP_CHECK(api_check_op(f, comm, datatype));
+  OP_CHECK(api_check_count(f, "count", count, datatype, comm->nranks));
+  OP_CHECK(api_check_rank(f, "root", comm, root));
+  OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
+  if (comm->rank == root) OP_CHECK(api_check_buf(f, "recvbuff (at the root)", recvbuff, count));
   return api_enqueue(comm, ENQ_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root,
                      stream);
 }
@@ -136,10 +171,11 @@ NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
 NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   const char* f = "ncclScatter";
-  CHECK(api_check_op(f, comm, datatype));
-  CHECK(api_check_rank(f, "root", comm, root));
-  if (comm->rank == root) CHECK(api_check_buf(f, "sendbuff (at the root)", sendbuff, count));
-  CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
+  OP_CHECK(api_check_op(f, comm, datatype));
+  OP_CHECK(api_check_count(f, "count", count, datatype, comm->nranks));
+  OP_CHECK(api_check_rank(f, "root", comm, root));
+  if (comm->rank == root) OP_CHECK(api_check_buf(f, "sendbuff (at the root)", sendbuff, count));
+  OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
   return api_enqueue(comm, ENQ_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root,
                      stream);
 }
@@ -147,18 +183,20 @@ NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
 NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream) {
   const char* f = "ncclSend";
-  CHECK(api_check_op(f, comm, datatype));
-  CHECK(api_check_rank(f, "peer", comm, peer));
-  CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
+  OP_CHECK(api_check_op(f, comm, datatype));
+  OP_CHECK(api_check_count(f, "count", count, datatype, 1));
+  OP_CHECK(api_check_rank(f, "peer", comm, peer));
+  OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
   return api_enqueue(comm, ENQ_SEND, sendbuff, NULL, count, datatype, ncclSum, peer, stream);
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
          ncclComm_t comm, cudaStream_t stream) {
   const char* f = "ncclRecv";
-  CHECK(api_check_op(f, comm, datatype));
-  CHECK(api_check_rank(f, "peer", comm, peer));
-  CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
+  OP_CHECK(api_check_op(f, comm, datatype));
+  OP_CHECK(api_check_count(f, "count", count, datatype, 1));
+  OP_CHECK(api_check_rank(f, "peer", comm, peer));
+  OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
   return api_enqueue(comm, ENQ_RECV, NULL, recvbuff, count, datatype, ncclSum, peer, stream);
 }
 

@@ -1,6 +1,7 @@
 /* Unique id, communicator lifecycle, queries, buffer and window registration. */
 #include "api.h"
 #include "comm.h"
+#include "enqueue.h"
 
 NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
   API_CHECK_PTR("ncclGetUniqueId", uniqueId);
@@ -22,20 +23,28 @@ static ncclResult_t api_check_init(const char* f, ncclComm_t* comm, int nranks, 
   return ncclSuccess;
 }
 
+/* The calls that create communicators: inside a group, their failure is also the group's error
+ * (enqueue_group_fail), so that ncclGroupEnd returns it instead of running the group's other
+ * creation jobs, which would wait for the rank that failed until the bootstrap timeout. */
+
 NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId,
          int rank) {
-  CHECK(api_check_init("ncclCommInitRank", comm, nranks, rank));
-  return comm_init_rank("ncclCommInitRank", comm, nranks, 1, &commId, rank, NULL);
+  ncclResult_t res = api_check_init("ncclCommInitRank", comm, nranks, rank);
+  if (res == ncclSuccess)
+    res = comm_init_rank("ncclCommInitRank", comm, nranks, 1, &commId, rank, NULL);
+  return enqueue_group_fail(res);
 }
 
 NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks,
          ncclUniqueId commId, int rank, ncclConfig_t* config) {
-  CHECK(api_check_init("ncclCommInitRankConfig", comm, nranks, rank));
-  return comm_init_rank("ncclCommInitRankConfig", comm, nranks, 1, &commId, rank, config);
+  ncclResult_t res = api_check_init("ncclCommInitRankConfig", comm, nranks, rank);
+  if (res == ncclSuccess)
+    res = comm_init_rank("ncclCommInitRankConfig", comm, nranks, 1, &commId, rank, config);
+  return enqueue_group_fail(res);
 }
 
-NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank,
-         int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
+static ncclResult_t api_init_scalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config) {
   const char* f = "ncclCommInitRankScalable";
   CHECK(api_check_init(f, newcomm, nranks, myrank));
   API_CHECK_PTR(f, commIds);
@@ -46,13 +55,22 @@ NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks
   return comm_init_rank(f, newcomm, nranks, nId, commIds, myrank, config);
 }
 
-NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const int* devlist) {
+NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank,
+         int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
+  return enqueue_group_fail(api_init_scalable(newcomm, nranks, myrank, nId, commIds, config));
+}
+
+static ncclResult_t api_init_all(ncclComm_t* comm, int ndev, const int* devlist) {
   API_CHECK_PTR("ncclCommInitAll", comm);
   if (ndev < 1) {
     WARN("ncclCommInitAll: ndev %d is invalid; it must be at least 1", ndev);
     return ncclInvalidArgument;
   }
   return comm_init_all(comm, ndev, devlist);
+}
+
+NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const int* devlist) {
+  return enqueue_group_fail(api_init_all(comm, ndev, devlist));
 }
 
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) { return comm_finalize(comm); }
@@ -77,8 +95,8 @@ NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
   return comm_revoke(comm);
 }
 
-NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-         ncclConfig_t* config) {
+static ncclResult_t api_split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                              ncclConfig_t* config) {
   API_CHECK_PTR("ncclCommSplit", newcomm);
   if (color < NCCL_SPLIT_NOCOLOR) {
     WARN("ncclCommSplit: color %d is invalid; use a non-negative color or NCCL_SPLIT_NOCOLOR",
@@ -89,11 +107,17 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   /* Split is allowed on a revoked communicator, not on one that failed or is being created. */
   int status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
   if (status != ncclSuccess) return comm_check_ready("ncclCommSplit", comm);
+  CHECK(comm_check_not_finalized("ncclCommSplit", comm));
   return comm_split(comm, color, key, newcomm, config);
 }
 
-NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
-         int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+         ncclConfig_t* config) {
+  return enqueue_group_fail(api_split(comm, color, key, newcomm, config));
+}
+
+static ncclResult_t api_shrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                               ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   const char* f = "ncclCommShrink";
   API_CHECK_PTR(f, newcomm);
   CHECK(comm_check(f, comm));
@@ -115,7 +139,14 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
     WARN("%s: comm %p was never fully created; it cannot be shrunk", f, (void*)comm);
     return ncclInvalidUsage;
   }
+  CHECK(comm_check_not_finalized(f, comm));
   return comm_shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+}
+
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
+         int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  return enqueue_group_fail(
+      api_shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
 }
 
 NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
@@ -147,7 +178,7 @@ NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size,
          void** handle) {
   API_CHECK_PTR("ncclCommRegister", handle);
-  CHECK(comm_check_ready("ncclCommRegister", comm));
+  CHECK(comm_check_usable("ncclCommRegister", comm));
   (void)buff;
   (void)size;
   return api_missing("ncclCommRegister", "user buffer registration");
@@ -162,7 +193,7 @@ NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) 
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
          ncclWindow_t* win, int winFlags) {
   API_CHECK_PTR("ncclCommWindowRegister", win);
-  CHECK(comm_check_ready("ncclCommWindowRegister", comm));
+  CHECK(comm_check_usable("ncclCommWindowRegister", comm));
   (void)buff;
   (void)size;
   (void)winFlags;

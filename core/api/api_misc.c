@@ -21,6 +21,21 @@ ncclResult_t api_check_datatype(const char* func, ncclDataType_t datatype) {
   return ncclSuccess;
 }
 
+size_t api_type_size(ncclDataType_t datatype) {
+  switch (datatype) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    default: return 8; /* ncclInt64, ncclUint64, ncclFloat64 */
+  }
+}
+
 NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
   API_CHECK_PTR("ncclGetVersion", version);
   *version = NCCL_VERSION_CODE;
@@ -43,12 +58,25 @@ NCCL_API(void, ncclResetDebugInit, void) { log_reset(); }
 NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   API_CHECK_PTR("ncclMemAlloc", ptr);
   if (size == 0) {
-    *ptr = NULL;
+    *ptr = NULL; /* as NCCL, whose cudaMalloc of 0 bytes gives NULL */
     return ncclSuccess;
+  }
+  /* More than the device has can never succeed (and near SIZE_MAX the rounding to the
+   * allocation granularity would wrap): refuse it before the driver sees it. */
+  int dev = -1;
+  size_t free_bytes = 0, total = 0;
+  CHECK(cuda_get_device(&dev));
+  CHECK(cuda_mem_get_info(&free_bytes, &total));
+  if (size > total) {
+    WARN("ncclMemAlloc: size %zu bytes is more than the %zu bytes of memory CUDA device %d has; "
+         "pass the size of the buffer in bytes", size, total, dev);
+    return ncclInvalidArgument;
   }
   return cumem_alloc(ptr, size);
 }
 
+/* cumem_free refuses, before any driver call, a pointer that is not one ncclMemAlloc returned
+ * and did not free yet (a foreign pointer, one inside an allocation, a second free). */
 NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
   if (ptr == NULL) return ncclSuccess;
   return cumem_free(ptr);
@@ -59,7 +87,7 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
   const char* f = "ncclRedOpCreatePreMulSum";
   API_CHECK_PTR(f, op);
   API_CHECK_PTR(f, scalar);
-  CHECK(comm_check_ready(f, comm));
+  CHECK(comm_check_usable(f, comm));
   CHECK(api_check_datatype(f, datatype));
   if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
     WARN("%s: residence %d is not an ncclScalarResidence_t (use ncclScalarDevice or "

@@ -7,13 +7,76 @@
  *
  * The driver API is reached through cudaGetDriverEntryPointByVersion, so libnccl.so.2 does not
  * link libcuda.so.1 (which machines without a GPU do not have).
+ *
+ * Every live allocation is recorded, so that ncclMemFree frees only what ncclMemAlloc returned:
+ * a foreign pointer, one inside an allocation or a second free is refused with a message before
+ * any driver call.
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "base.h"
+
+/* ---- the live allocations ---- */
+
+typedef struct {
+  void* base;
+  size_t size;   /* as asked */
+  bool cumem;    /* cuMem (else cudaMalloc): how to free it, whatever NCCL_CUMEM_ENABLE says now */
+} cumem_live_t;
+
+static pthread_mutex_t cumem_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static cumem_live_t* cumem_live;
+static size_t cumem_nlive, cumem_cap;
+
+static ncclResult_t cumem_live_add(void* base, size_t size, bool cumem) {
+  ncclResult_t res = ncclSuccess;
+  pthread_mutex_lock(&cumem_live_lock);
+  if (cumem_nlive == cumem_cap) {
+    size_t ncap = cumem_cap ? 2 * cumem_cap : 64;
+    cumem_live_t* g = realloc(cumem_live, ncap * sizeof(*g));
+    if (g == NULL) {
+      WARN("ncclMemAlloc: out of host memory recording allocation %zu", cumem_nlive + 1);
+      res = ncclSystemError;
+      goto out_unlock;
+    }
+    cumem_live = g;
+    cumem_cap = ncap;
+  }
+  cumem_live[cumem_nlive++] = (cumem_live_t){base, size, cumem};
+out_unlock:
+  pthread_mutex_unlock(&cumem_live_lock);
+  return res;
+}
+
+/* Take ptr's record out (it must be an allocation's base), or say why it cannot be freed. */
+static ncclResult_t cumem_live_take(void* ptr, cumem_live_t* out_p) {
+  ncclResult_t res = ncclInvalidArgument;
+  const char* p = (const char*)ptr;
+  pthread_mutex_lock(&cumem_live_lock);
+  for (size_t i = 0; i < cumem_nlive; i++) {
+    const char* b = (const char*)cumem_live[i].base;
+    if (p == b) {
+      *out_p = cumem_live[i];
+      cumem_live[i] = cumem_live[--cumem_nlive];
+      res = ncclSuccess;
+      goto out_unlock;
+    }
+    if (p > b && p < b + cumem_live[i].size) {
+      WARN("ncclMemFree: ptr %p is inside the allocation at %p (%zu bytes); pass the pointer "
+           "ncclMemAlloc returned", ptr, cumem_live[i].base, cumem_live[i].size);
+      goto out_unlock;
+    }
+  }
+  WARN("ncclMemFree: ptr %p was not allocated by ncclMemAlloc (or was freed already); pass a "
+       "pointer that ncclMemAlloc returned", ptr);
+out_unlock:
+  pthread_mutex_unlock(&cumem_live_lock);
+  return res;
+}
 
 static struct {
   CUresult (*get_granularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags);
@@ -84,6 +147,8 @@ static ncclResult_t cumem_ready(void) {
   return cu_load_result;
 }
 
+static ncclResult_t cumem_release(const cumem_live_t* a);
+
 ncclResult_t cumem_alloc(void** ptr_p, size_t size) {
   if (param_int(PARAM_CUMEM_ENABLE) == 0) {
     void* p = NULL;
@@ -91,6 +156,11 @@ ncclResult_t cumem_alloc(void** ptr_p, size_t size) {
     if (e != cudaSuccess) {
       WARN("cudaMalloc of %zu bytes failed: %s", size, cudaGetErrorString(e));
       return ncclUnhandledCudaError;
+    }
+    cumem_live_t a = {p, size, false};
+    if (cumem_live_add(p, size, false) != ncclSuccess) {
+      (void)cumem_release(&a);
+      return ncclSystemError;
     }
     *ptr_p = p;
     return ncclSuccess;
@@ -132,6 +202,7 @@ ncclResult_t cumem_alloc(void** ptr_p, size_t size) {
     CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, d}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CU_CHECK(cu.set_access(base, rounded, &acc, 1));
   }
+  CHECK_GOTO(cumem_live_add((void*)base, size, true), res, fail);
   INFO(NCCL_ALLOC, "ncclMemAlloc: %zu bytes (%zu with granularity %zu) at %p on device %d", size,
        rounded, gran, (void*)base, dev);
   *ptr_p = (void*)base;
@@ -144,7 +215,14 @@ fail:
 }
 
 ncclResult_t cumem_free(void* ptr) {
-  if (param_int(PARAM_CUMEM_ENABLE) == 0) {
+  cumem_live_t a;
+  CHECK(cumem_live_take(ptr, &a));
+  return cumem_release(&a);
+}
+
+static ncclResult_t cumem_release(const cumem_live_t* a) {
+  void* ptr = a->base;
+  if (!a->cumem) {
     cudaError_t e = cudaFree(ptr);
     if (e != cudaSuccess) {
       WARN("ncclMemFree: cudaFree(%p) failed: %s", ptr, cudaGetErrorString(e));

@@ -78,9 +78,12 @@ struct ncclComm {
 
 /* The checks every API call on a communicator makes: a valid object, not corrupted. */
 ncclResult_t comm_check(const char* func, ncclComm_t comm);
-/* comm_check, then: creation finished successfully (ncclInProgress while it runs, its error if
- * it failed), and not revoked. */
+/* comm_check, then: creation finished successfully (ncclInvalidArgument while it runs, as in
+ * NCCL; its error if it failed), and not revoked. */
 ncclResult_t comm_check_ready(const char* func, ncclComm_t comm);
+/* comm_check_ready, and not finalized (ncclInvalidUsage): what operations need. */
+ncclResult_t comm_check_usable(const char* func, ncclComm_t comm);
+ncclResult_t comm_check_not_finalized(const char* func, ncclComm_t comm);
 
 ncclResult_t comm_get_unique_id(ncclUniqueId* id);
 
@@ -103,6 +106,9 @@ ncclResult_t comm_config_build(const char* func, const ncclConfig_t* user,
                                const comm_config_t* inherit, comm_config_t* out_p);
 void comm_config_free(comm_config_t* c);
 ncclResult_t comm_config_copy(const comm_config_t* src, comm_config_t* dst_p);
+/* At creation: a network named by config.netName or NCCL_NET (already applied) must exist;
+ * ncclInvalidUsage naming the networks that do, as NCCL fails creation. */
+ncclResult_t comm_config_check_net(const comm_config_t* c);
 ncclResult_t comm_alloc(const comm_config_t* config, ncclComm_t* comm_p);
 void comm_free(ncclComm_t comm);
 /* Everything after the rendezvous: peer exchange, checks, log line. Takes ownership of bs. */
@@ -118,6 +124,9 @@ ncclResult_t comm_job_submit_full(ncclComm_t comm, ncclComm_t parent, bool nonbl
  * device current at the call. */
 void* comm_job_arg(comm_job_t* job);
 ncclComm_t comm_job_comm(comm_job_t* job);
+/* True when job is a creation job (comm_job_submit_full) that creates comm or uses it as the
+ * parent of a split or shrink. */
+bool comm_job_uses(const group_job_t* job, ncclComm_t comm);
 /* Set *comm_p to the new `comm` and submit its creation work; a blocking creation that fails
  * outside a group frees comm and sets *comm_p to NULL. */
 ncclResult_t comm_create(ncclComm_t comm, ncclComm_t* comm_p, ncclComm_t parent,

@@ -3,6 +3,8 @@
  * fields the caller's header version did not have, fill defaults, let the environment override
  * (as NCCL does), then validate every field with a message that names it.
  */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,18 +64,39 @@ ncclResult_t comm_config_copy(const comm_config_t* src, comm_config_t* dst_p) {
   return ncclSuccess;
 }
 
-/* An environment override of an integer field: the knob's value when set, else the field's. */
+/* An environment override of an integer field: the knob's value when set (saturated to int: the
+ * messages show the value as given), else the field's. */
 static void comm_env_override(param_id_t id, int* field) {
-  if (param_is_set(id)) *field = (int)param_int(id);
+  if (!param_is_set(id)) return;
+  int64_t v = param_int(id);
+  *field = v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v;
 }
 
-static ncclResult_t comm_check_range(const char* func, const char* field, int v, int lo, int hi) {
-  if (v < lo || v > hi) {
-    WARN("%s: config.%s = %d is invalid; it must be in [%d, %d] (or NCCL_CONFIG_UNDEF_INT for "
-         "the default)", func, field, v, lo, hi);
-    return ncclInvalidArgument;
-  }
-  return ncclSuccess;
+/* No environment knob overrides the field. */
+#define COMM_NO_ENV PARAM_COUNT
+
+/* Names a field's value for a message, as the caller set it: "config.minCTAs = 8", or, when its
+ * knob `env` overrode it, "NCCL_MIN_CTAS=8 (from the environment, overriding config.minCTAs)":
+ * a caller who passed no config must learn which variable to fix. */
+static const char* comm_value_str(char* buf, size_t size, const char* field, param_id_t env,
+                                  int v) {
+  if (env != COMM_NO_ENV && param_is_set(env))
+    snprintf(buf, size, "%s=%lld (from the environment, overriding config.%s)",
+             param_desc(env)->env, (long long)param_int(env), field);
+  else
+    snprintf(buf, size, "config.%s = %d", field, v);
+  return buf;
+}
+
+static ncclResult_t comm_check_range(const char* func, const char* field, param_id_t env, int v,
+                                     int lo, int hi) {
+  if (v >= lo && v <= hi) return ncclSuccess;
+  char what[192];
+  bool from_env = env != COMM_NO_ENV && param_is_set(env);
+  WARN("%s: %s is invalid; it must be in [%d, %d] (%s for the default)", func,
+       comm_value_str(what, sizeof(what), field, env, v), lo, hi,
+       from_env ? "unset the variable" : "or NCCL_CONFIG_UNDEF_INT");
+  return ncclInvalidArgument;
 }
 
 ncclResult_t comm_config_build(const char* func, const ncclConfig_t* user,
@@ -136,30 +159,35 @@ ncclResult_t comm_config_build(const char* func, const ncclConfig_t* user,
   comm_env_override(PARAM_NCHANNELS_PER_NET_PEER, &c.nchannels_per_net_peer);
   const char* net = param_str(PARAM_NET) ? param_str(PARAM_NET) : in.netName;
 
+  char what[192], what2[192];
   if (c.max_ctas > COMM_MAX_CHANNELS) {
-    INFO(NCCL_INIT, "%s: maxCTAs %d is above Choir's %d channels; using %d", func, c.max_ctas,
+    INFO(NCCL_INIT, "%s: %s is above Choir's %d channels; using %d", func,
+         comm_value_str(what, sizeof(what), "maxCTAs", PARAM_MAX_CTAS, c.max_ctas),
          COMM_MAX_CHANNELS, COMM_MAX_CHANNELS);
     c.max_ctas = COMM_MAX_CHANNELS;
   }
-  CHECK(comm_check_range(func, "blocking", c.blocking, 0, 1));
-  CHECK(comm_check_range(func, "cgaClusterSize", c.cga_cluster_size, 0, COMM_MAX_CGA_CLUSTER_SIZE));
-  CHECK(comm_check_range(func, "minCTAs", c.min_ctas, 1, COMM_MAX_CHANNELS));
-  CHECK(comm_check_range(func, "maxCTAs", c.max_ctas, 1, COMM_MAX_CHANNELS));
+  CHECK(comm_check_range(func, "blocking", PARAM_COMM_BLOCKING, c.blocking, 0, 1));
+  CHECK(comm_check_range(func, "cgaClusterSize", PARAM_CGA_CLUSTER_SIZE, c.cga_cluster_size, 0,
+                         COMM_MAX_CGA_CLUSTER_SIZE));
+  CHECK(comm_check_range(func, "minCTAs", PARAM_MIN_CTAS, c.min_ctas, 1, COMM_MAX_CHANNELS));
+  CHECK(comm_check_range(func, "maxCTAs", PARAM_MAX_CTAS, c.max_ctas, 1, COMM_MAX_CHANNELS));
   if (c.min_ctas > c.max_ctas) {
-    WARN("%s: config.minCTAs = %d is larger than config.maxCTAs = %d", func, c.min_ctas,
-         c.max_ctas);
+    WARN("%s: %s is larger than %s", func,
+         comm_value_str(what, sizeof(what), "minCTAs", PARAM_MIN_CTAS, c.min_ctas),
+         comm_value_str(what2, sizeof(what2), "maxCTAs", PARAM_MAX_CTAS, c.max_ctas));
     return ncclInvalidArgument;
   }
-  CHECK(comm_check_range(func, "splitShare", c.split_share, 0, 1));
-  CHECK(comm_check_range(func, "collnetEnable", c.collnet_enable, 0, 1));
-  CHECK(comm_check_range(func, "CTAPolicy", c.cta_policy, 0,
+  CHECK(comm_check_range(func, "splitShare", PARAM_COMM_SPLIT_SHARE_RESOURCES, c.split_share, 0,
+                         1));
+  CHECK(comm_check_range(func, "collnetEnable", PARAM_COLLNET_ENABLE, c.collnet_enable, 0, 1));
+  CHECK(comm_check_range(func, "CTAPolicy", PARAM_CTA_POLICY, c.cta_policy, 0,
                          NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO));
-  CHECK(comm_check_range(func, "shrinkShare", c.shrink_share, 0, 1));
-  CHECK(comm_check_range(func, "nvlsCTAs", c.nvls_ctas, 1, COMM_MAX_CHANNELS));
+  CHECK(comm_check_range(func, "shrinkShare", COMM_NO_ENV, c.shrink_share, 0, 1));
+  CHECK(comm_check_range(func, "nvlsCTAs", COMM_NO_ENV, c.nvls_ctas, 1, COMM_MAX_CHANNELS));
   if (c.nchannels_per_net_peer != -1)
-    CHECK(comm_check_range(func, "nChannelsPerNetPeer", c.nchannels_per_net_peer, 1,
-                           COMM_MAX_CHANNELS));
-  CHECK(comm_check_range(func, "nvlinkCentricSched", c.nvlink_centric_sched, 0, 1));
+    CHECK(comm_check_range(func, "nChannelsPerNetPeer", PARAM_NCHANNELS_PER_NET_PEER,
+                           c.nchannels_per_net_peer, 1, COMM_MAX_CHANNELS));
+  CHECK(comm_check_range(func, "nvlinkCentricSched", COMM_NO_ENV, c.nvlink_centric_sched, 0, 1));
   if (c.traffic_class < -1) {
     WARN("%s: config.trafficClass = %d is invalid; use a non-negative class or "
          "NCCL_CONFIG_UNDEF_INT", func, c.traffic_class);
@@ -173,4 +201,10 @@ ncclResult_t comm_config_build(const char* func, const ncclConfig_t* user,
   }
   *out_p = c;
   return ncclSuccess;
+}
+
+ncclResult_t comm_config_check_net(const comm_config_t* c) {
+  /* No name: nothing to check, and no plugin is opened (creation time matters). */
+  if (c->net_name == NULL) return ncclSuccess;
+  return transport_net_check_name(c->net_name);
 }

@@ -66,6 +66,11 @@ static void comm_job_complete(group_job_t* g, ncclResult_t res) {
   if (parent != NULL) __atomic_sub_fetch(&parent->pending, 1, __ATOMIC_ACQ_REL);
 }
 
+bool comm_job_uses(const group_job_t* g, ncclComm_t comm) {
+  const comm_job_t* job = (const comm_job_t*)g;
+  return g->run == comm_job_run && (job->comm == comm || job->parent == comm);
+}
+
 ncclResult_t comm_job_submit_full(ncclComm_t comm, ncclComm_t parent, bool nonblocking,
                                   ncclResult_t (*work)(comm_job_t* job), const void* arg,
                                   size_t arg_size) {
@@ -320,6 +325,7 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
       return ncclInternalError;
     }
   }
+  CHECK(comm_config_check_net(&comm->config));
   CHECK(comm_gpu_sharing(comm, peers));
   transport_peer_t* tpeers = NULL;
   CHECK(MEM_CALLOC(&tpeers, (size_t)comm->nranks));

@@ -32,7 +32,14 @@ ncclResult_t comm_check_ready(const char* func, ncclComm_t comm) {
   CHECK(comm_check(func, comm));
   comm_poll_async(comm);
   int status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
-  if (status == ncclInProgress) return ncclInProgress;
+  if (status == ncclInProgress) {
+    /* Nothing of it may be used yet (its data path does not exist); NCCL answers
+     * ncclInvalidArgument here too. */
+    WARN("%s: comm %p is still being created (its creation waits for ncclGroupEnd, or a "
+         "non-blocking creation is running); wait until ncclCommGetAsyncError reports "
+         "ncclSuccess", func, (void*)comm);
+    return ncclInvalidArgument;
+  }
   if (status != ncclSuccess) {
     WARN("%s: comm %p failed earlier (%s); abort or destroy it", func, (void*)comm,
          err_string((ncclResult_t)status));
@@ -46,11 +53,28 @@ ncclResult_t comm_check_ready(const char* func, ncclComm_t comm) {
   return ncclSuccess;
 }
 
+ncclResult_t comm_check_not_finalized(const char* func, ncclComm_t comm) {
+  if (!comm->finalized) return ncclSuccess;
+  WARN("%s: communicator %p was finalized (ncclCommFinalize); only ncclCommDestroy and queries "
+       "are allowed after that", func, (void*)comm);
+  return ncclInvalidUsage;
+}
+
+ncclResult_t comm_check_usable(const char* func, ncclComm_t comm) {
+  CHECK(comm_check_ready(func, comm));
+  return comm_check_not_finalized(func, comm);
+}
+
 ncclResult_t comm_get_async_error(ncclComm_t comm, ncclResult_t* res_p) {
   CHECK(comm_check("ncclCommGetAsyncError", comm));
   comm_poll_async(comm);
   *res_p = (ncclResult_t)__atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
   return ncclSuccess;
+}
+
+/* A job of this thread's open group that creates ctx (a communicator) or splits or shrinks it. */
+static bool comm_job_match(const group_job_t* job, const void* ctx) {
+  return comm_job_uses(job, (ncclComm_t)(uintptr_t)ctx);
 }
 
 /* Wait until the communicator's own creation and the jobs that use it are over. Each of them is
@@ -73,6 +97,12 @@ ncclResult_t comm_finalize(ncclComm_t comm) {
     return ncclInvalidUsage;
   }
   int status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
+  if (status == ncclInProgress && enqueue_group_holds(comm_job_match, comm) > 0) {
+    WARN("ncclCommFinalize: comm %p is still being created: its creation waits for this thread's "
+         "ncclGroupEnd; call ncclGroupEnd first (or ncclCommDestroy to cancel the creation)",
+         (void*)comm);
+    return ncclInvalidUsage;
+  }
   if (status == ncclInProgress) return ncclInProgress;
   if (status != ncclSuccess) return (ncclResult_t)status;
   CHECK(enqueue_comm_finalize(comm->dp));
@@ -81,9 +111,22 @@ ncclResult_t comm_finalize(ncclComm_t comm) {
   return ncclSuccess;
 }
 
-/* Destroy and abort end alike once the communicator is idle; abort first tells its jobs to stop. */
+/* Destroy and abort end alike once the communicator is idle; abort first tells its jobs to stop.
+ * What this thread's open group still holds for the communicator cannot run before the
+ * ncclGroupEnd that this thread would only call after we return: waiting for it would never end.
+ * So the creation jobs that make this communicator, or a split or shrink of it, are taken out of
+ * the group and complete with ncclInvalidUsage without running (a child being split off then
+ * reports that error and can only be destroyed), and the operations it queued there are
+ * dropped; a later ncclGroupEnd never touches it. NCCL returns from the same misuse too. */
 static ncclResult_t comm_release(const char* func, ncclComm_t comm, bool abort, const char* what) {
   CHECK(comm_check(func, comm));
+  int njobs = enqueue_group_cancel(comm_job_match, comm, ncclInvalidUsage);
+  int nops = enqueue_group_forget(comm->dp);
+  if (njobs > 0 || nops > 0)
+    WARN("%s: comm %p had %d creation job(s) (its own, or a split or shrink of it) and %d "
+         "operation(s) waiting for this thread's ncclGroupEnd; they were cancelled (peers still "
+         "waiting for this rank's part of a creation will time out)", func, (void*)comm, njobs,
+         nops);
   if (abort) {
     __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
     enqueue_comm_abort(comm->dp);

@@ -39,10 +39,23 @@ ncclResult_t enqueue_job_submit(group_job_t* job);
 ncclResult_t enqueue_group_start(void);
 /* Close one level; the outermost close runs what the group holds: every job on its own thread,
  * waiting for all of them unless they are non-blocking (then ncclInProgress). With sim_info,
- * fill sim_info->estimatedTime as well. */
+ * fill sim_info->estimatedTime as well. When a call inside the group failed (see
+ * enqueue_group_fail), it runs and launches nothing and returns that error instead. */
 ncclResult_t enqueue_group_end(ncclSimInfo_t* sim_info);
 /* Nesting depth of the calling thread's group (0: not in a group). */
 int enqueue_group_depth(void);
+/* Called by the API with the result of every call that would have added to a group (operations,
+ * communicator creation): inside a group, an error (not ncclInProgress) becomes the group's, as
+ * in NCCL, and the outermost ncclGroupEnd returns it. Returns res. */
+ncclResult_t enqueue_group_fail(ncclResult_t res);
+/* Jobs still waiting in the calling thread's open group (not yet run) for which match(job, ctx)
+ * is true: enqueue_group_holds counts them; enqueue_group_cancel takes them out of the group and
+ * completes each with res (they never run) and returns how many. For destroying a communicator
+ * whose creation, or a split of which, waits for an ncclGroupEnd that this thread has yet to
+ * call. */
+int enqueue_group_holds(bool (*match)(const group_job_t* job, const void* ctx), const void* ctx);
+int enqueue_group_cancel(bool (*match)(const group_job_t* job, const void* ctx), const void* ctx,
+                         ncclResult_t res);
 
 /* ---- The data path of one communicator ---------------------------------------------------- */
 
@@ -86,6 +99,10 @@ ncclResult_t enqueue_comm_async_error(enq_comm_t* dp);
 ncclResult_t enqueue_comm_finalize(enq_comm_t* dp);
 /* Free everything (after finalize, or after abort). Safe with NULL. */
 void enqueue_comm_destroy(enq_comm_t* dp);
+/* Take dp out of the calling thread's open group, dropping the operations it queued there (for a
+ * communicator destroyed before the ncclGroupEnd that would launch them). Returns how many were
+ * dropped. Safe with NULL. */
+int enqueue_group_forget(enq_comm_t* dp);
 
 /* ncclRedOpCreatePreMulSum / ncclRedOpDestroy on this communicator. */
 ncclResult_t enqueue_redop_create(enq_comm_t* dp, ncclRedOp_t* op_p, const void* scalar,

@@ -12,8 +12,54 @@ static __thread int enqueue_group_depth_;
 static __thread enq_comm_t* enqueue_group_comms; /* communicators with queued operations */
 static __thread group_job_t* enqueue_group_jobs; /* in submission order */
 static __thread group_job_t* enqueue_group_jobs_tail;
+/* The latest error of a call made inside the open group (ncclSuccess: none), which the outermost
+ * ncclGroupEnd returns: NCCL's per-thread group error, with NCCL's rule (the latest wins). */
+static __thread ncclResult_t enqueue_group_error;
 
 int enqueue_group_depth(void) { return enqueue_group_depth_; }
+
+ncclResult_t enqueue_group_fail(ncclResult_t res) {
+  if (enqueue_group_depth_ > 0 && res != ncclSuccess && res != ncclInProgress)
+    enqueue_group_error = res;
+  return res;
+}
+
+/* Walk the open group's jobs; with `cancel`, unlink the matching ones and complete them with res
+ * (a completion may free its job: it is unlinked first). */
+static int enqueue_group_match(bool (*match)(const group_job_t*, const void*), const void* ctx,
+                               bool cancel, ncclResult_t res) {
+  int n = 0;
+  group_job_t** link = &enqueue_group_jobs;
+  group_job_t* prev = NULL;
+  while (*link != NULL) {
+    group_job_t* j = *link;
+    if (!match(j, ctx)) {
+      prev = j;
+      link = &j->next;
+      continue;
+    }
+    n++;
+    if (!cancel) {
+      prev = j;
+      link = &j->next;
+      continue;
+    }
+    *link = j->next;
+    if (enqueue_group_jobs_tail == j) enqueue_group_jobs_tail = prev;
+    j->next = NULL;
+    j->complete(j, res);
+  }
+  return n;
+}
+
+int enqueue_group_holds(bool (*match)(const group_job_t*, const void*), const void* ctx) {
+  return enqueue_group_match(match, ctx, false, ncclSuccess);
+}
+
+int enqueue_group_cancel(bool (*match)(const group_job_t*, const void*), const void* ctx,
+                         ncclResult_t res) {
+  return enqueue_group_match(match, ctx, true, res);
+}
 
 static ncclResult_t enqueue_job_run(group_job_t* job) {
   ncclResult_t res = ncclSuccess;
@@ -149,6 +195,20 @@ void enqueue_group_add_comm(enq_comm_t* dp) {
   enqueue_group_comms = dp;
 }
 
+int enqueue_group_forget(enq_comm_t* dp) {
+  if (dp == NULL || !dp->in_group) return 0;
+  for (enq_comm_t** link = &enqueue_group_comms; *link != NULL; link = &(*link)->group_next) {
+    if (*link != dp) continue;
+    *link = dp->group_next;
+    int n = dp->nops;
+    enqueue_plan_clear(dp);
+    dp->group_next = NULL;
+    dp->in_group = 0;
+    return n;
+  }
+  return 0; /* in another thread's group: that thread's business */
+}
+
 /* ---- Operations at group end -------------------------------------------------------------- */
 
 /* Connecting a communicator is a group job: it talks to peers that this same thread may drive
@@ -269,6 +329,27 @@ ncclResult_t enqueue_group_end(ncclSimInfo_t* sim_info) {
   enqueue_group_jobs = enqueue_group_jobs_tail = NULL;
   enq_comm_t* comms = enqueue_group_comms;
   enqueue_group_comms = NULL;
+  ncclResult_t failed = enqueue_group_error;
+  enqueue_group_error = ncclSuccess;
+  if (failed != ncclSuccess) {
+    /* A call of the group failed its checks. As in NCCL, nothing of the group runs: the
+     * operations it queued are dropped (their communicators stay usable), and its creation jobs
+     * (init, split, shrink) complete with that error without running, so that the communicators
+     * they were creating report it (ncclCommGetAsyncError) and can only be destroyed; nothing
+     * waits for peers that the failed call would have created. The failed call's own WARN stays
+     * the text of ncclGetLastError. */
+    int njobs = 0, nops = 0;
+    for (group_job_t *j = jobs, *next; j; j = next) {
+      next = j->next;
+      njobs++;
+      j->complete(j, failed);
+    }
+    for (enq_comm_t* dp = comms; dp; dp = dp->group_next) nops += dp->nops;
+    enqueue_group_release(comms);
+    INFO(NCCL_INIT | NCCL_COLL, "ncclGroupEnd: a call inside the group failed (%s); dropped its "
+         "%d operation(s) and %d creation job(s)", err_string(failed), nops, njobs);
+    return failed;
+  }
   if (sim_info != NULL) sim_info->estimatedTime = 0.0f; /* creating communicators: no GPU time */
   ncclResult_t res = ncclSuccess;
   if (jobs != NULL) res = enqueue_group_run_jobs(jobs);

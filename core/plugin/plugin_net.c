@@ -329,23 +329,38 @@ static ncclResult_t net_try(const char* spec, bool user_named, const char* want,
   return ncclSuccess;
 }
 
-ncclResult_t net_select(const char* net_name_arg, uint64_t comm_id, int traffic_class,
-                        net_t** net_p) {
+/* The name a communicator asks for: NCCL_NET overrides config.netName (net_name_arg); NULL: any. */
+static const char* net_wanted(const char* net_name_arg) {
   const char* want = param_str(PARAM_NET);
   if (want == NULL || want[0] == '\0') want = net_name_arg;
   if (want != NULL && want[0] == '\0') want = NULL;
+  return want;
+}
 
-  char specs[PLUGIN_MAX_SPECS + 1][PLUGIN_SPEC_MAX];
+/* The candidates, in the order net_select tries them: the NCCL_NET_PLUGIN list (the first
+ * *nexternal_p; *user_named_p: the user chose them), then Choir's own net plugins from its plugin
+ * directory only. */
+static ncclResult_t net_candidates(char specs[][PLUGIN_SPEC_MAX], int* nspecs_p, int* nexternal_p,
+                                   bool* user_named_p) {
   int nspecs = 0;
-  bool user_named = false;
   CHECK(plugin_specs(&plugin_kind_net, param_str(PARAM_NET_PLUGIN), specs, PLUGIN_MAX_SPECS,
-                     &nspecs, &user_named));
-  int nexternal = nspecs;
-  /* Choir's own net plugins, from its plugin directory only. */
+                     &nspecs, user_named_p));
+  *nexternal_p = nspecs;
   const char* dir = plugin_dir();
   if (dir[0] != '\0' &&
       snprintf(specs[nspecs], PLUGIN_SPEC_MAX, "%s/libnccl-net-socket.so", dir) < PLUGIN_SPEC_MAX)
     nspecs++;
+  *nspecs_p = nspecs;
+  return ncclSuccess;
+}
+
+ncclResult_t net_select(const char* net_name_arg, uint64_t comm_id, int traffic_class,
+                        net_t** net_p) {
+  const char* want = net_wanted(net_name_arg);
+  char specs[PLUGIN_MAX_SPECS + 1][PLUGIN_SPEC_MAX];
+  int nspecs = 0, nexternal = 0;
+  bool user_named = false;
+  CHECK(net_candidates(specs, &nspecs, &nexternal, &user_named));
 
   char notes[2048] = "";
   for (int i = 0; i < nspecs; i++) {
@@ -366,6 +381,38 @@ ncclResult_t net_select(const char* net_name_arg, uint64_t comm_id, int traffic_
              "plugin directory");
   WARN("NET/Plugin: no usable net plugin%s%s%s; tried %s", want ? " named '" : "", want ? want : "",
        want ? "'" : "", notes);
+  return ncclInvalidUsage;
+}
+
+ncclResult_t net_check_name(const char* net_name_arg) {
+  const char* want = net_wanted(net_name_arg);
+  if (want == NULL) return ncclSuccess;
+  char specs[PLUGIN_MAX_SPECS + 1][PLUGIN_SPEC_MAX];
+  int nspecs = 0, nexternal = 0;
+  bool user_named = false;
+  CHECK(net_candidates(specs, &nspecs, &nexternal, &user_named));
+  char names[1024] = "";
+  for (int i = 0; i < nspecs; i++) {
+    plugin_lib_t lib;
+    if (plugin_open(&plugin_kind_net, specs[i], i < nexternal && user_named, &lib) != ncclSuccess)
+      continue;
+    bool match = sys_strcasecmp(want, lib.table_name) == 0;
+    size_t len = strlen(names);
+    /* Truncation is fine: the list is for a message. */
+    if (snprintf(names + len, sizeof(names) - len, "%s'%s' (%s)", len ? ", " : "",
+                 lib.table_name, lib.path) < 0)
+      names[len] = '\0';
+    plugin_close(&lib);
+    if (match) return ncclSuccess;
+  }
+  const char* env = param_str(PARAM_NET);
+  const char* src = env != NULL && env[0] != '\0' ? "NCCL_NET" : "config.netName";
+  if (names[0] != '\0')
+    WARN("%s '%s' names no network; the networks found are %s: use one of these names (any case) "
+         "or unset %s", src, want, names, src);
+  else
+    WARN("%s '%s' names no network, and no net plugin could be loaded (see NCCL_NET_PLUGIN and "
+         "CHOIR_PLUGIN_DIR); unset %s or make the plugin available", src, want, src);
   return ncclInvalidUsage;
 }
 

@@ -45,6 +45,11 @@ typedef struct net net_t;
  * Nothing usable: ncclInvalidUsage with a message naming what was tried (and net_name if set).
  */
 ncclResult_t net_select(const char* net_name, uint64_t comm_id, int traffic_class, net_t** net_p);
+/* Whether a network named net_name (NCCL_NET overrides it, as above) exists among the candidates
+ * net_select would try: each is loaded to read its table's name, none is initialized. No name:
+ * ncclSuccess, nothing loaded. None matches: ncclInvalidUsage, with a WARN naming the networks
+ * found (as NCCL, which fails communicator creation when no net plugin matches). */
+ncclResult_t net_check_name(const char* net_name);
 /* Open exactly the library `spec` (plugin_open's rules) and initialize it for one communicator.
  * For tools and tests (the conformance suite). */
 ncclResult_t net_open(const char* spec, uint64_t comm_id, int traffic_class, net_t** net_p);

@@ -81,6 +81,9 @@ ncclResult_t transport_connect(transport_t* t, transport_req_t* reqs, int nreqs,
 ncclResult_t transport_net_nics(const char* net_name, uint64_t comm_id, int traffic_class,
                                 topo_nic_props_t** nics_p, int* n_p);
 void transport_nics_free(topo_nic_props_t* nics, int n); /* safe with NULL */
+/* At creation, when a network is named (config.netName, NCCL_NET): fail unless one of that name
+ * exists, with a WARN listing those that do (net_check_name). No name: nothing is opened. */
+ncclResult_t transport_net_check_name(const char* net_name);
 
 /* Inputs of the network choice, made at the first net connection: config.netName (NCCL_NET
  * overrides it; NULL: any), the communicator's id and traffic class (-1: undefined), and the

@@ -74,6 +74,8 @@ ncclResult_t transport_net_nics(const char* net_name_, uint64_t comm_id, int tra
   return ncclSuccess;
 }
 
+ncclResult_t transport_net_check_name(const char* net_name_) { return net_check_name(net_name_); }
+
 ncclResult_t transport_net_nearest(const topo_rank_info_t* me, const topo_nic_props_t* nics,
                                    int nnics, int* devs, int max, int* n_p, int* type_p,
                                    uint8_t (*gdr)[2]) {
