@@ -1,4 +1,7 @@
-/* Logging: levels, subsystem filter, file with %h/%p, last error, plugin logger. */
+/* Logging: levels, subsystem filter, file with %h/%p, last error, plugin logger; several threads
+ * at once (their last errors kept apart, their lines whole). */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,13 +121,98 @@ static void case_unwritable_file(void) {
   CHECK_EQ_STR(err_last(), "still works");
 }
 
+enum { NTHREADS = 8, PER_THREAD = 400, PER_ERROR = 100000 };
+static pthread_barrier_t start_line;
+
+/* Each thread sets its own last error over and over and reads it back each time (another
+ * thread's must never show), then, all together again, logs numbered lines. */
+static void* error_thread(void* arg) {
+  const int id = (int)(intptr_t)arg;
+  int wrong = 0;
+  char want[64];
+  pthread_barrier_wait(&start_line);
+  for (int k = 0; k < PER_ERROR; k++) {
+    snprintf(want, sizeof(want), "thread %d error %d", id, k);
+    err_set_last("thread %d error %d", id, k);
+    wrong += strcmp(err_last(), want) != 0;
+  }
+  pthread_barrier_wait(&start_line);
+  for (int k = 0; k < PER_THREAD; k++)
+    INFO(NCCL_INIT, "thread %d line %d of %d %s", id, k, PER_THREAD,
+         "............................................................");
+  return (void*)(intptr_t)wrong;
+}
+
+static void* fresh_thread(void* arg) {
+  char* out = arg;
+  snprintf(out, 64, "%s", err_last());
+  return NULL;
+}
+
 static void case_thread_last_error(void) {
-  err_clear_last();
-  err_set_last("first %d", 1);
-  CHECK_EQ_STR(err_last(), "first 1");
   CHECK_EQ_STR(err_string(ncclSuccess), "no error");
   CHECK_CONTAINS(err_string(ncclInvalidUsage), "invalid usage");
   CHECK_EQ_STR(err_string((ncclResult_t)99), "unknown result code");
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+  setenv("NCCL_CONF_FILE", "/nonexistent", 1);
+  snprintf(log_path, sizeof(log_path), "/tmp/choir-log-test.%d", (int)getpid());
+  setenv("NCCL_DEBUG_FILE", "/tmp/choir-log-test.%p", 1);
+  err_clear_last();
+  pthread_t th[NTHREADS];
+  pthread_barrier_init(&start_line, NULL, NTHREADS);
+  for (int i = 0; i < NTHREADS; i++)
+    CHECK_TRUE(pthread_create(&th[i], NULL, error_thread, (void*)(intptr_t)i) == 0);
+  for (int i = 0; i < NTHREADS; i++) {
+    void* wrong = NULL;
+    pthread_join(th[i], &wrong);
+    CHECK_MSG(wrong == NULL, "thread %d read another thread's error %d time(s)", i,
+              (int)(intptr_t)wrong);
+  }
+  pthread_barrier_destroy(&start_line);
+  /* A thread with no error of its own sees the process's latest: one thread's final one. */
+  char seen[64] = "";
+  pthread_t t;
+  CHECK_TRUE(pthread_create(&t, NULL, fresh_thread, seen) == 0);
+  pthread_join(t, NULL);
+  int id = -1, k = -1;
+  CHECK_MSG(sscanf(seen, "thread %d error %d", &id, &k) == 2 && id >= 0 && id < NTHREADS &&
+                k == PER_ERROR - 1,
+            "a fresh thread sees \"%s\", not a thread's final error", seen);
+  /* ...and this thread's own error, once it has one, is its own. */
+  err_set_last("main %d", 1);
+  CHECK_EQ_STR(err_last(), "main 1");
+  CHECK_TRUE(pthread_create(&t, NULL, fresh_thread, seen) == 0);
+  pthread_join(t, NULL);
+  CHECK_EQ_STR(seen, "main 1");
+
+  /* Every log line of every thread arrived whole, once: NTHREADS * PER_THREAD lines, each the
+   * header and one message, none cut or interleaved with another. */
+  FILE* f = fopen(log_path, "r");
+  CHECK_TRUE(f != NULL);
+  if (f == NULL) return;
+  static char seen_line[NTHREADS][PER_THREAD];
+  memset(seen_line, 0, sizeof(seen_line));
+  char line[512];
+  int lines = 0, bad = 0;
+  char head[128];
+  snprintf(head, sizeof(head), "%s:%d:", sys_hostname(), (int)getpid());
+  while (fgets(line, sizeof(line), f) != NULL) {
+    lines++;
+    const char* msg = strstr(line, "NCCL INFO thread ");
+    int i = -1, n = -1, of = -1;
+    char dots[128] = "";
+    if (strncmp(line, head, strlen(head)) != 0 || msg == NULL ||
+        sscanf(msg, "NCCL INFO thread %d line %d of %d %127s", &i, &n, &of, dots) != 4 ||
+        i < 0 || i >= NTHREADS || n < 0 || n >= PER_THREAD || of != PER_THREAD ||
+        strlen(dots) != 60 || line[strlen(line) - 1] != '\n' || seen_line[i][n]++) {
+      if (bad++ < 5) fprintf(stderr, "log line %d broken or repeated: %s", lines, line);
+    }
+  }
+  fclose(f);
+  unlink(log_path);
+  CHECK_MSG(bad == 0 && lines == NTHREADS * PER_THREAD, "%d lines (want %d), %d broken", lines,
+            NTHREADS * PER_THREAD, bad);
 }
 
 int main(void) {

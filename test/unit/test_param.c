@@ -112,8 +112,23 @@ static void case_hostid(void) {
   const uint64_t b = host_hash_with("node-b");
   unsetenv("NCCL_HOSTID");
   const uint64_t real = sys_host_hash();
-  CHECK_TRUE(real != 0 && real == sys_host_hash());
+  /* Without NCCL_HOSTID the identity is the host name (up to its first dot) followed by the
+   * kernel's boot id line, built here from the system's own answers. */
+  char ident[512] = "";
+  char host[256] = "";
+  CHECK_TRUE(gethostname(host, sizeof(host) - 1) == 0);
+  host[strcspn(host, ".")] = '\0';
+  size_t n = (size_t)snprintf(ident, sizeof(ident), "%s", host);
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f != NULL) {
+    if (fgets(ident + n, (int)(sizeof(ident) - n), f) == NULL) ident[n] = '\0';
+    fclose(f);
+  }
+  CHECK_MSG(real == sys_hash(ident, strlen(ident)),
+            "sys_host_hash() is not the hash of host name and boot id \"%s\"", ident);
   CHECK_TRUE(a1 != 0 && b != 0);
+  CHECK_TRUE(a1 == sys_hash("node-a", 6)); /* NCCL_HOSTID is the whole identity */
+  CHECK_TRUE(b == sys_hash("node-b", 6));
   CHECK_TRUE(a1 == a2); /* same NCCL_HOSTID: same host */
   CHECK_TRUE(a1 != b);  /* different: different hosts */
   CHECK_TRUE(a1 != real && b != real);
