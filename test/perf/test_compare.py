@@ -130,6 +130,19 @@ def main():
         check(rc == 0 and "mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x "
               "NCCL_NVLS_ENABLE" in out and "all_reduce_perf_mpi" in out, "mpirun command", out)
 
+        # One rank (the one-rank bar of issue 17): busbw is 0 by definition, so sizes from
+        # --small compare algbw, with a real ratio.
+        one = list(common)
+        one[one.index("--ngpus") + 1] = "1"
+        one[one.index("-e") + 1] = "1M"
+        rc, out, err = run(compare, one + ["--ops", "all_reduce", "-c", "1"])
+        with open(os.path.join(out_dir, "compare.csv")) as f:
+            rows = list(csv.DictReader(l for l in f if not l.startswith("#")))
+        big = [r for r in rows if int(r["size"]) >= 65536]
+        check(rc == 0 and "== all_reduce, 1 GPU, out-of-place" in out and "algbw in GB/s" in out
+              and "algbw ratio choir/nccl" in out and len(big) == 1 and
+              big[0]["metric"] == "algbw" and float(big[0]["ratio"]) > 0,
+              "one rank: algbw compared (%d)" % rc, out + err)
         # Ranks sharing a GPU: both runs get --ranks-per-gpu and -g counts ranks.
         rc, out, err = run(compare, common + ["--ngpus", "1", "--ranks-per-gpu", "4", "--procs",
                                               "2", "--ops", "all", "--dry-run"])
