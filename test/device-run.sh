@@ -12,24 +12,46 @@
 #   netplugin  NVIDIA's NCCL loads Choir's net-socket (NCCL_NET_PLUGIN), all_reduce checked
 #   plugins    Choir's tuner and profiler plugins loaded into NVIDIA's NCCL, all_reduce on NGPUS
 #   sanitize   compute-sanitizer memcheck and racecheck on the kernel checker
-#   check[:ARGS]  the correctness suite (test/multigpu/coll_check) over the bar's configurations:
-#              2 and NGPUS GPUs (NGPUS >= 4: also 4), one process (threads) and one process per
-#              GPU (procs), p2p, NCCL_P2P_DISABLE=1 (shm) and both off (net through
-#              net-socket over NET_IFNAME, default lo), CUDA-graph replays, the semantic
+#   check[:ARGS]  the correctness suite (test/multigpu/coll_check) over the bar's configurations.
+#              With NGPUS >= 2: 2 and NGPUS GPUs (NGPUS >= 4: also 4), one process (threads)
+#              and one process per GPU (procs), p2p, NCCL_P2P_DISABLE=1 (shm) and both off (net
+#              through net-socket over NET_IFNAME, default lo), CUDA-graph replays, the semantic
 #              cases, and (4 GPUs or more) procs posing as 2 hosts (hosts: CHOIR_TEST_HOSTS=2,
 #              NCCL_HOSTID per process: p2p within a "host", the network between, rings from
 #              the per-host topology searches), and net1
 #              (the network with NCCL_NCHANNELS_PER_NET_PEER=1, 2 GPUs); gdr only when named in
 #              CHECK_CONFIGS (the network through test/plugin's GPUDirect shim, CHOIR_NET_GDR=1:
-#              buffers in GPU memory, flushes; it stalled on 2 x H200, see README); ARGS replace the default --quick of the matrix runs, '+' for a space
+#              buffers in GPU memory, flushes; it stalled on 2 x H200, see README).
+#              With NGPUS = 1: 2, 4 and 8 ranks sharing the GPU, threads and procs, over p2p, shm
+#              and net, then graph and semantics with 2 and 4 ranks, threads and procs.
+#              ARGS replace the default --quick of the matrix runs, '+' for a space
 #              (check:--full, check:--ops=allreduce,sendrecv+--sizes=1,1MB).
-#              LIB=choir (default: BUILD) or LIB=nvidia picks the library; a table goes into the
-#              summary. CHECK_CONFIGS narrows the configs (e.g. "2:threads:p2p 4:procs:shm").
+#              LIB=choir (default: BUILD) or LIB=nvidia picks the library (NVIDIA's NCCL refuses
+#              ranks sharing a GPU: those configs are reported as refused, not run); a table
+#              (ranks, GPUs, mode, transport, rc, cases, failed, seconds) goes into the summary.
+#              A config is RANKS:MODE:TRANSPORT[:rpgR]: RANKS ranks, R of them per GPU (default
+#              1: RANKS GPUs), e.g. "2:threads:p2p 4:procs:shm 8:threads:net:rpg8
+#              4:procs:semantics:rpg2"; CHECK_CONFIGS picks them. Procs sharing a GPU run under a
+#              private MPS daemon (test/gpu-mps.sh), started for them only (threads need none);
+#              where it cannot start, they are reported "skipped: no MPS (...)", never run
+#              without it.
+#   perf-shared[:R]  every perf binary with R ranks (default 4) sharing GPU 0: -g R
+#              --ranks-per-gpu R (one thread), then -p R --ranks-per-gpu R (processes, under MPS);
+#              PERF_SHARED_ARGS (default -b 8 -e 64M -f 2 -c 1 -n 5); the summary has the #wrong
+#              total of each binary and layout (0 expected)
+#   one-rank   all_reduce_perf with one rank, 8 B .. 1 GB, -c 1, Choir and NVIDIA alternated
+#              ONE_RANK_REPEAT times (default 3) through test/perf/compare --ngpus 1
+#              (ONE_RANK_SIZES replaces "-b 8 -e 1G -f 2"); a table
+#              per size: out-of-place time and algbw ratio, in-place time of both; the bar: out of
+#              place at most 5% slower than NVIDIA, in place under 2 us, at every size
+#   torch      test/torch/run.sh TORCH_SIZES (default "1 2 4") when that file exists, with this
+#              script's MPS daemon when a world size exceeds NGPUS; its lines go into the summary
 #   sanitize-check  compute-sanitizer memcheck and racecheck on a 2-GPU quick subset of coll_check
 #   net-repeat[:N]  coll_check --quick over the network (p2p and shm off) N times (default 20),
 #              procs and threads in turn, on 2 GPUs, 20 s each: catches intermittent stalls; on a
 #              stall it prints every thread's kernel wait channel and the proxies' stall reports
 # Environment: NGPUS (default: all), BUILD (default build-dev), PERF_ARGS (perf options),
+# PERF_SHARED_ARGS, ONE_RANK_REPEAT, TORCH_SIZES,
 # REF_TOPO (ranks of ref runs, default "-g NGPUS"; e.g. "-p 4"), REF_TAG (log name suffix),
 # LIB (check steps: choir or nvidia), CHECK_CONFIGS, CHECK_TIMEOUT (seconds per run, default 900),
 # CHECK_STACKS_AT (seconds: a check run still going then gets its threads' stacks: gdb, or
@@ -38,7 +60,7 @@
 # OUT (where logs and tables go; the device tool provides it).
 #   test/device-run.sh build gpu init
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${OUT:-/tmp/choir-device-out}
 mkdir -p "$out"
@@ -47,6 +69,23 @@ ngpus=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 summary="$out/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
+# A private MPS daemon for the steps whose processes share a GPU; stopped on exit.
+# shellcheck source=gpu-mps.sh
+. test/gpu-mps.sh
+trap 'mps_stop >/dev/null' EXIT
+# need_mps: start it (or keep the running one); 1 with the reason in mps_why when it cannot.
+need_mps() {
+  mps_why=""
+  mps_start >"$out/mps-start.txt" 2>&1 && return 0
+  mps_why=$(tail -1 "$out/mps-start.txt")
+  mps_why=${mps_why#mps: }
+  return 1
+}
+# perf_wrong LOG: "W wrong in N rows": the #wrong columns of a perf binary's table, summed.
+perf_wrong() {
+  awk '!/^#/ && NF == 13 { rows++; if ($9 ~ /^[0-9]+$/) w += $9; if ($13 ~ /^[0-9]+$/) w += $13 }
+       END { if (rows) printf "%d wrong in %d rows", w, rows; else printf "no rows" }' "$1"
+}
 # compare_run OPS OUTDIR LOG: test/perf/compare, Choir against NVIDIA's NCCL, on NGPUS.
 compare_run() {
   test/perf/compare --lib-a "$PWD/$build" --name-a choir --lib-b "$ref_lib" --name-b nccl \
@@ -143,6 +182,10 @@ for step in "$@"; do
       for lib in choir:"$PWD/$build" nccl:"$ref_lib"; do
         name=${lib%%:*} dir=${lib#*:}
         for n in 2 "$ngpus"; do
+          if [ "$n" -gt "$ngpus" ]; then
+            note "init $name: $n ranks need $n GPUs: skipped"
+            continue
+          fi
           for mode in "" "-p"; do
             LD_LIBRARY_PATH="$dir" "$build/test/perf/init_perf" -g "$n" $mode -n 5 \
               >"$out/init-$name-$n$mode.log" 2>&1
@@ -221,12 +264,18 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
       exe="$PWD/$build/test/multigpu/coll_check" # absolute: pkill below spares other trees
       log="$out/net-repeat.log"
       stalled=0 failed=0 i=0
+      # One GPU: the 2 ranks share it (procs under MPS, or threads only without it).
+      rpg=1 procs_ok=1
+      if [ "$ngpus" -lt 2 ]; then
+        rpg=2
+        need_mps || { procs_ok=0; note "net-repeat: no MPS ($mps_why): threads only"; }
+      fi
       for i in $(seq 1 "$reps"); do
         mode=procs
-        [ $((i % 3)) = 0 ] && mode=threads
+        { [ $((i % 3)) = 0 ] || [ "$procs_ok" = 0 ]; } && mode=threads
         NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} \
           NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET LD_LIBRARY_PATH="$PWD/$build" \
-          CHOIR_TEST_NDEV=2 "$exe" --mode "$mode" --quick >"$log" 2>&1 &
+          CHOIR_TEST_NDEV=2 CHOIR_TEST_RPG=$rpg "$exe" --mode "$mode" --quick >"$log" 2>&1 &
         pid=$!
         for _ in $(seq 1 80); do sleep 0.25; kill -0 "$pid" 2>/dev/null || break; done
         if kill -0 "$pid" 2>/dev/null; then
@@ -243,7 +292,8 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         fi
         wait "$pid" || { failed=1; note "net-repeat: run $i ($mode) failed:"; tail -5 "$log" | sed 's/^/    /' | tee -a "$summary"; break; }
       done
-      note "net-repeat: $i run(s), stalled=$stalled failed=$failed"
+      note "net-repeat: $i run(s), stalled=$stalled failed=$failed (ranks per GPU: $rpg)"
+      mps_stop >/dev/null
       ;;
     sanitize)
       for tool in memcheck racecheck; do
@@ -262,7 +312,19 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
       esac
       exe="$build/test/multigpu/coll_check"
       configs=${CHECK_CONFIGS:-}
-      if [ -z "$configs" ]; then
+      if [ -z "$configs" ] && [ "$ngpus" -eq 1 ]; then
+        # One GPU: every layout with all its ranks on it.
+        for n in 2 4 8; do
+          for mode in threads procs; do
+            for tr in p2p shm net; do configs="$configs $n:$mode:$tr:rpg$n"; done
+          done
+        done
+        for n in 2 4; do
+          for mode in threads procs; do
+            configs="$configs $n:$mode:graph:rpg$n $n:$mode:semantics:rpg$n"
+          done
+        done
+      elif [ -z "$configs" ]; then
         sizes="2"
         [ "$ngpus" -ge 4 ] && sizes="$sizes 4"
         [ "$ngpus" -gt 4 ] && sizes="$sizes $ngpus"
@@ -276,17 +338,43 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         configs="$configs 2:procs:net1"
       fi
       # Every rank pair through the network: p2p and shm off, net-socket over NET_IFNAME.
-      net_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo})
+      net_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME="${NET_IFNAME:-lo}")
+      row() { # row RANKS GPUS MODE TRANSPORT RC CASES FAILED SECS
+        note "$(printf '  %5s %4s %-8s %-10s %-8s %8s %8s %7s' "$@")"
+      }
       note "check (${LIB:-choir}, $args):"
-      note "$(printf '  %-6s %-8s %-10s %-8s %8s %8s %7s' gpus mode transport rc cases failed secs)"
+      row ranks gpus mode transport rc cases failed secs
       for cfg in $configs; do
-        IFS=: read -r n mode tr <<<"$cfg"
-        [ "$n" -gt "$ngpus" ] && continue
+        IFS=: read -r n mode tr rpgf <<<"$cfg"
+        rpg=1
+        case "$rpgf" in
+          "") ;;
+          rpg[1-9] | rpg[1-9][0-9]) rpg=${rpgf#rpg} ;;
+          *) note "  check: bad config '$cfg' (RANKS:MODE:TRANSPORT[:rpgR])"; continue ;;
+        esac
+        need=$(( (n + rpg - 1) / rpg ))
+        [ "$need" -gt "$ngpus" ] && continue
+        if [ "$rpg" -gt 1 ] && [ "${LIB:-choir}" = nvidia ]; then
+          row "$n" "$need" "$mode" "$tr" refused - - 0
+          note "      refused: NVIDIA's NCCL does not run ranks that share a GPU (not run)"
+          continue
+        fi
+        # Processes sharing a GPU run under MPS, and never without it; the others without.
+        if [ "$mode" = procs ] && [ "$rpg" -gt 1 ]; then
+          if ! need_mps; then
+            row "$n" "$need" "$mode" "$tr" skipped - - 0
+            note "      skipped: no MPS ($mps_why)"
+            continue
+          fi
+        else
+          mps_stop >/dev/null
+        fi
         extra=() envs=()
+        # shellcheck disable=SC2054 # commas inside NCCL_DEBUG_SUBSYS values
         case "$tr" in
           shm) envs=(NCCL_P2P_DISABLE=1) ;;
           net) envs=("${net_env[@]}") ;;
-          hosts) envs=(CHOIR_TEST_HOSTS=2 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} NCCL_DEBUG=INFO
+          hosts) envs=(CHOIR_TEST_HOSTS=2 NCCL_SOCKET_IFNAME="${NET_IFNAME:-lo}" NCCL_DEBUG=INFO
                        NCCL_DEBUG_SUBSYS=INIT,GRAPH) ;;
           net1) envs=("${net_env[@]}" NCCL_NCHANNELS_PER_NET_PEER=1 NCCL_DEBUG=INFO
                       NCCL_DEBUG_SUBSYS=P2P) ;;
@@ -298,11 +386,13 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
           graph) extra=(--graph 3) ;;
           semantics) extra=(--case all) ;;
         esac
+        # shellcheck disable=SC2206 # ARGS is a list of options
         if [ "$tr" = semantics ]; then runargs=("${extra[@]}"); else runargs=($args ${extra[@]+"${extra[@]}"}); fi
-        log="$out/check-${LIB:-choir}-$n-$mode-$tr.log"
+        log="$out/check-${LIB:-choir}-$n-$mode-$tr${rpgf:+-$rpgf}.log"
         t0=$(date +%s)
         [ -n "${CHECK_STACKS_AT:-}" ] && envs+=(CHOIR_TEST_STACKS=1)
         env ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$libdir" CHOIR_TEST_NDEV="$n" \
+          CHOIR_TEST_RPG="$rpg" \
           timeout "${CHECK_TIMEOUT:-900}" "$exe" --mode "$mode" "${runargs[@]}" >"$log" 2>&1 &
         run_pid=$!
         # CHECK_STACKS_AT=S: a run still going after S seconds gets its threads' stacks written
@@ -346,21 +436,131 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         esac
         res=$(grep -E '^coll-check: [0-9]+ cases' "$log" | tail -1)
         c=$(echo "$res" | awk '{print $2}') f=$(echo "$res" | awk '{print $4}')
-        note "$(printf '  %-6s %-8s %-10s %-8s %8s %8s %7s' "$n" "$mode" "$tr" "$rc" "${c:--}" "${f:--}" $(( $(date +%s) - t0 )))"
+        row "$n" "$need" "$mode" "$tr" "$rc" "${c:--}" "${f:--}" $(( $(date +%s) - t0 ))
         if [ "$rc" != 0 ]; then
           grep -m3 -E 'FAIL|skipped' "$log" | cut -c1-200 | sed 's/^/      /' | tee -a "$summary"
         fi
       done
+      mps_stop >/dev/null
       ;;
     sanitize-check)
       exe="$build/test/multigpu/coll_check"
       case "${LIB:-choir}" in nvidia) libdir="$ref_lib" ;; *) libdir="$PWD/$build" ;; esac
       for tool in memcheck racecheck; do
-        LD_LIBRARY_PATH="$libdir" CHOIR_TEST_NDEV=2 timeout 580 compute-sanitizer --tool "$tool" \
+        # One GPU: its 2 ranks share it (threads: no MPS needed).
+        LD_LIBRARY_PATH="$libdir" CHOIR_TEST_NDEV=2 CHOIR_TEST_RPG=$(( ngpus < 2 ? 2 : 1 )) \
+          timeout 580 compute-sanitizer --tool "$tool" \
           --error-exitcode 9 --target-processes all "$exe" --mode threads --sizes 1,1023,65539 \
           --types float,int8,bfloat16 --redops sum,premul-dev >"$out/sanitize-check-$tool.log" 2>&1
         note "compute-sanitizer $tool on coll_check (${LIB:-choir}): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-check-$tool.log" | tail -1) $(grep -E '^coll-check: [0-9]+ cases' "$out/sanitize-check-$tool.log" | tail -1)"
       done
+      ;;
+    perf-shared | perf-shared:*)
+      r=4
+      [ "$step" != perf-shared ] && r=${step#perf-shared:}
+      pargs=${PERF_SHARED_ARGS:--b 8 -e 64M -f 2 -c 1 -n 5}
+      ops="all_reduce all_gather reduce_scatter broadcast reduce sendrecv alltoall gather scatter"
+      declare -A cell=()
+      # One process (no MPS), then processes (MPS), so that the daemon starts once.
+      for mode in threads procs; do
+        if [ "$mode" = procs ] && ! need_mps; then
+          for op in $ops; do cell[$op-$mode]="skipped: no MPS"; done
+          note "perf-shared: processes skipped: no MPS ($mps_why)"
+          continue
+        fi
+        [ "$mode" = threads ] && mps_stop >/dev/null
+        for op in $ops; do
+          log="$out/perf-shared-$op-$mode.log"
+          lay=(-g "$r")
+          [ "$mode" = procs ] && lay=(-p "$r")
+          # shellcheck disable=SC2086 # pargs is a list of options
+          LD_LIBRARY_PATH="$PWD/$build" timeout "${OP_TIMEOUT:-300}" "$build/test/perf/${op}_perf" \
+            "${lay[@]}" --ranks-per-gpu "$r" $pargs -T 120 >"$log" 2>&1
+          rc=$?
+          cell[$op-$mode]="rc=$rc $(perf_wrong "$log")"
+        done
+      done
+      mps_stop >/dev/null
+      note "perf-shared ($r ranks on GPU 0, $pargs):"
+      note "$(printf '  %-15s %-34s %-34s' binary "one thread (-g $r)" "processes (-p $r, MPS)")"
+      for op in $ops; do
+        note "$(printf '  %-15s %-34s %-34s' "$op" "${cell[$op-threads]}" "${cell[$op-procs]}")"
+      done
+      ;;
+    one-rank)
+      # One rank: out of place is one copy, in place nothing (issue 17). Choir and NVIDIA
+      # alternated by compare; both halves read from the JSON of every run.
+      d="$out/one-rank"
+      # shellcheck disable=SC2086 # ONE_RANK_SIZES is a list of options
+      test/perf/compare --lib-a "$PWD/$build" --name-a choir --lib-b "$ref_lib" --name-b nccl \
+        --bin-dir "$build/test/perf" --ops all_reduce --ngpus 1 --repeat "${ONE_RANK_REPEAT:-3}" \
+        ${ONE_RANK_SIZES:--b 8 -e 1G -f 2} -c 1 --out "$d" >"$out/one-rank.log" 2>&1
+      note "one-rank: compare rc=$? (log one-rank.log)"
+      python3 - "$d" <<'PY' | tee -a "$summary"
+import glob, json, statistics, sys
+runs = {"choir": {}, "nccl": {}}
+for lib in runs:
+    for path in sorted(glob.glob("%s/all_reduce-%s-*.json" % (sys.argv[1], lib))):
+        try:
+            doc = json.load(open(path))
+        except (OSError, ValueError) as e:
+            print("  one-rank: %s unreadable (%s)" % (path, e))
+            continue
+        for r in doc.get("results", []):
+            row = runs[lib].setdefault(r["size"], {"oop": [], "bw": [], "ip": [], "wrong": 0})
+            row["oop"].append(r["out_of_place"]["time"])
+            row["bw"].append(r["out_of_place"]["alg_bw"])  # one rank: busbw is 0
+            row["ip"].append(r["in_place"]["time"])
+            row["wrong"] += (r["out_of_place"]["nwrong"] or 0) + (r["in_place"]["nwrong"] or 0)
+sizes = sorted(set(runs["choir"]) & set(runs["nccl"]))
+if not sizes:
+    print("  one-rank: no sizes measured by both libraries")
+    sys.exit(0)
+med = statistics.median
+print("  %12s %11s %11s %8s %8s %10s %10s %6s %s" % ("size", "oop us", "nvidia us", "t ratio",
+      "algbw r", "ip us", "nvidia ip", "wrong", "bar"))
+oop_bad, ip_bad, wrong = [], [], 0
+for s in sizes:
+    c, n = runs["choir"][s], runs["nccl"][s]
+    t = med(c["oop"]) / med(n["oop"]) if med(n["oop"]) > 0 else float("nan")
+    bw = med(c["bw"]) / med(n["bw"]) if med(n["bw"]) > 0 else float("nan")
+    ok_oop = t <= 1.05
+    ok_ip = med(c["ip"]) < 2.0
+    wrong += c["wrong"] + n["wrong"]
+    if not ok_oop:
+        oop_bad.append("%d (%.3f)" % (s, t))
+    if not ok_ip:
+        ip_bad.append("%d (%.2f us)" % (s, med(c["ip"])))
+    print("  %12d %11.2f %11.2f %8.3f %8.3f %10.2f %10.2f %6d %s" % (
+        s, med(c["oop"]), med(n["oop"]), t, bw, med(c["ip"]), med(n["ip"]),
+        c["wrong"] + n["wrong"], ("ok" if ok_oop and ok_ip else
+                                  ("oop" if not ok_oop else "") + (" ip" if not ok_ip else ""))))
+print("one-rank bar (%d sizes, median of %d runs each): out of place at most 5%% slower than "
+      "NVIDIA: %s; in place under 2 us: %s; wrong elements: %d" % (
+          len(sizes), min(len(runs["choir"][sizes[0]]["oop"]), len(runs["nccl"][sizes[0]]["oop"])),
+          "all sizes" if not oop_bad else "NOT at " + ", ".join(oop_bad),
+          "all sizes" if not ip_bad else "NOT at " + ", ".join(ip_bad), wrong))
+PY
+      ;;
+    torch)
+      if [ ! -f test/torch/run.sh ]; then
+        note "torch: test/torch/run.sh not found: skipped"
+        continue
+      fi
+      tsizes=${TORCH_SIZES:-1 2 4}
+      # World sizes above the GPU count put processes on one GPU: our MPS daemon, exported.
+      for n in $tsizes; do
+        if [ "$n" -gt "$ngpus" ]; then
+          need_mps || note "torch: no MPS ($mps_why); run.sh will say what it does without"
+          break
+        fi
+      done
+      # shellcheck disable=SC2086 # the world sizes
+      BUILD="$build" OUT="$out" bash test/torch/run.sh $tsizes >"$out/torch.log" 2>&1
+      rc=$?
+      grep -E '^torch' "$out/torch.log" | cut -c1-220 | sed 's/^/  /' | tee -a "$summary"
+      note "torch ($tsizes): rc=$rc$([ "$rc" = 77 ] && echo ' (skipped)')"
+      mps_stop >/dev/null
       ;;
     *)
       note "unknown step '$step'"
