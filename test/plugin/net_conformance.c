@@ -58,6 +58,8 @@
 #define BLOCK_LIMIT_S 2.0
 /* Connection setup (listen/connect/accept loops) must finish within this. */
 #define CONNECT_LIMIT_S 20.0
+/* connect() or accept() polls before the peer is told to go on (connect-first, accept-first). */
+#define CONNECT_POLLS 20
 /* Largest single request the suite posts: test() reports sizes as int (page multiple). */
 #define REQUEST_CAP ((size_t)INT_MAX / (4 * KIB) * (4 * KIB))
 /* Guard bytes after the listen handle: a plugin writing past NCCL_NET_HANDLE_MAXSIZE trips it. */
@@ -520,7 +522,9 @@ static bool case_connect_first(worker_t* w) {
     w->deadline = now_s() + 10;
     ctl_recv(w, &called, sizeof(called), "word that connect() returned before accept()");
     w->deadline = save;
-    usleep(100 * 1000); /* the connector keeps polling meanwhile */
+    /* The connector keeps polling, unaccepted, until it says it has (or is connected). */
+    uint32_t polled = 0;
+    ctl_recv(w, &polled, sizeof(polled), "word that connect() was polled before accept()");
     while (c.comm == NULL) {
       check_deadline(w, limit, "accept loop (connect first)");
       NET_CALL(w, net_accept(w->net, c.listen, &c.comm));
@@ -531,13 +535,15 @@ static bool case_connect_first(worker_t* w) {
     unsigned char handle[NCCL_NET_HANDLE_MAXSIZE];
     ctl_recv(w, handle, sizeof(handle), "listen handle");
     NET_CALL(w, net_connect(w->net, w->o->dev, handle, &c.comm));
-    uint32_t called = 1;
+    uint32_t called = 1, polls = 0;
     ctl_send(w, &called, sizeof(called), "connect() returned");
     while (c.comm == NULL) {
       check_deadline(w, limit, "connect loop (connect first)");
       NET_CALL(w, net_connect(w->net, w->o->dev, handle, &c.comm));
       if (c.comm == NULL) usleep(1000);
+      if (++polls == CONNECT_POLLS) ctl_send(w, &polls, sizeof(polls), "connect() polled");
     }
+    if (polls < CONNECT_POLLS) ctl_send(w, &polls, sizeof(polls), "connect() polled");
   }
   prove_conn(w, &c, 11);
   ctl_sync(w, 1);
@@ -555,17 +561,22 @@ static bool case_accept_first(worker_t* w) {
     NET_CALL(w, net_accept(w->net, c.listen, &c.comm));
     REQUIRE(w, c.comm == NULL, "accept() returned a comm before anyone connected");
     ctl_send(w, handle, sizeof(handle), "listen handle");
+    uint32_t polls = 0;
     while (c.comm == NULL) {
       check_deadline(w, limit, "accept loop (accept first)");
       NET_CALL(w, net_accept(w->net, c.listen, &c.comm));
       if (c.comm == NULL) usleep(1000);
+      /* The connector starts once accept() has been polled alone this many times. */
+      if (++polls == CONNECT_POLLS) ctl_send(w, &polls, sizeof(polls), "accept() polled alone");
     }
+    REQUIRE(w, polls >= CONNECT_POLLS, "accept() returned a comm before anyone connected");
     NET_CALL(w, net_close_listen(w->net, c.listen));
     c.listen = NULL;
   } else {
     unsigned char handle[NCCL_NET_HANDLE_MAXSIZE];
     ctl_recv(w, handle, sizeof(handle), "listen handle");
-    usleep(200 * 1000); /* the acceptor polls alone meanwhile */
+    uint32_t polled = 0;
+    ctl_recv(w, &polled, sizeof(polled), "word that accept() was polled alone");
     while (c.comm == NULL) {
       check_deadline(w, limit, "connect loop (accept first)");
       NET_CALL(w, net_connect(w->net, w->o->dev, handle, &c.comm));
@@ -922,8 +933,7 @@ static void close_in_order(worker_t* w, bool sender_first, bool keep_listen) {
     close_conn(w, &c, !send);
     ctl_sync(w, 2);
   } else {
-    ctl_sync(w, 2);
-    usleep(50 * 1000);        /* the peer's close reaches this side first */
+    ctl_sync(w, 2); /* the peer's close has returned */
     close_conn(w, &c, !send); /* with keep_listen: the accepted comm first, the listen comm last */
   }
   ctl_sync(w, 3);
@@ -952,18 +962,19 @@ static bool case_close_unaccepted(worker_t* w) {
     NET_CALL(w, net_close_listen(w->net, l1));
     NET_CALL(w, net_listen(w->net, w->o->dev, h2, &l2));
     ctl_send(w, h2, sizeof(h2), "listen handle");
-    ctl_sync(w, 1); /* the peer has started connecting */
-    usleep(100 * 1000);
+    ctl_sync(w, 1); /* the peer has connected (or polled connect() for a while) */
     NET_CALL(w, net_close_listen(w->net, l2));
     ctl_sync(w, 2);
   } else {
     unsigned char h[NCCL_NET_HANDLE_MAXSIZE];
     void* sc = NULL;
     ctl_recv(w, h, sizeof(h), "listen handle");
-    /* connect() may complete without accept(); if it does, that comm must close cleanly. */
+    /* connect() may complete without accept(); if it does, that comm must close cleanly. The
+     * listener is closed once it has (its connection then waits unaccepted), or once connect()
+     * has been polled CONNECT_POLLS times (plugins whose connect waits for accept). */
     NET_CALL(w, net_connect(w->net, w->o->dev, h, &sc));
-    for (int i = 0; i < 20 && sc == NULL; i++) {
-      usleep(5000);
+    for (int i = 0; i < CONNECT_POLLS && sc == NULL; i++) {
+      usleep(1000);
       NET_CALL(w, net_connect(w->net, w->o->dev, h, &sc));
     }
     ctl_sync(w, 1);

@@ -7,6 +7,7 @@
  *   test-bootstrap GROUP    GROUP: procs, threads, scalable, faults, garbage, commid
  */
 #include <arpa/inet.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "fork_case.h"
 
 #include "rank_expect.h"
+#include "thread_wait.h"
 
 static double now_s(void) { return (double)sock_clock_ns() / 1e9; }
 
@@ -550,16 +552,26 @@ typedef struct {
   volatile uint32_t* flag;
   ncclResult_t res;
   double elapsed;
+  pid_t tid; /* the thread's id, published when it starts (atomic) */
 } abort_arg_t;
+
+/* The id of a thread started with abort_arg_t, once it has published it. */
+static pid_t wait_tid(abort_arg_t* a) {
+  pid_t t;
+  while ((t = __atomic_load_n(&a->tid, __ATOMIC_ACQUIRE)) == 0) sched_yield();
+  return t;
+}
 
 static void* init_thread(void* arg) {
   abort_arg_t* a = arg;
+  __atomic_store_n(&a->tid, thread_self_id(), __ATOMIC_RELEASE);
   a->res = bootstrap_init(a->id, 1, a->rank, 2, a->flag, &a->bs);
   return NULL;
 }
 
 static void* recv_thread(void* arg) {
   abort_arg_t* a = arg;
+  __atomic_store_n(&a->tid, thread_self_id(), __ATOMIC_RELEASE);
   int x;
   double t0 = now_s();
   a->res = bootstrap_recv(a->bs, 1 - a->rank, 99, &x, sizeof(x));
@@ -575,7 +587,7 @@ static void case_abort_and_timeout(void) {
   abort_arg_t a[2];
   pthread_t th[2];
   for (int r = 0; r < 2; r++) {
-    a[r] = (abort_arg_t){NULL, &id, r, &flags[r], ncclInternalError, 0};
+    a[r] = (abort_arg_t){NULL, &id, r, &flags[r], ncclInternalError, 0, 0};
     pthread_create(&th[r], NULL, init_thread, &a[r]);
   }
   for (int r = 0; r < 2; r++) {
@@ -583,9 +595,11 @@ static void case_abort_and_timeout(void) {
     CHECK_EQ_INT(a[r].res, ncclSuccess);
   }
   if (a[0].bs == NULL || a[1].bs == NULL) return;
-  /* A receive that nothing will satisfy, aborted from another thread: returns promptly. */
+  /* A receive that nothing will satisfy, aborted from another thread once it waits: returns
+   * promptly. */
+  a[0].tid = 0;
   pthread_create(&th[0], NULL, recv_thread, &a[0]);
-  usleep(100 * 1000);
+  CHECK_TRUE(thread_wait_in_poll(wait_tid(&a[0]), 5.0));
   __atomic_store_n(&flags[0], 1, __ATOMIC_RELEASE);
   pthread_join(th[0], NULL);
   CHECK_EQ_INT(a[0].res, ncclInternalError);
@@ -606,16 +620,17 @@ static void case_abort_init(void) {
   ncclUniqueId id;
   CHECK_EQ_INT(bootstrap_get_unique_id(&id), ncclSuccess);
   volatile uint32_t flag = 0;
-  abort_arg_t a = {NULL, &id, 0, &flag, ncclSuccess, 0};
+  abort_arg_t a = {NULL, &id, 0, &flag, ncclSuccess, 0, 0};
   pthread_t th;
-  double t0 = now_s();
   pthread_create(&th, NULL, init_thread, &a);
-  usleep(100 * 1000);
+  /* Once it waits (for the root's answer, or to connect), the abort must end the wait. */
+  CHECK_TRUE(thread_wait_in_poll(wait_tid(&a), 5.0));
+  double t0 = now_s();
   __atomic_store_n(&flag, 1, __ATOMIC_RELEASE);
   pthread_join(th, NULL);
   CHECK_EQ_INT(a.res, ncclInternalError);
   CHECK_TRUE(a.bs == NULL);
-  CHECK_TRUE(now_s() - t0 < 0.6);
+  CHECK_TRUE(now_s() - t0 < 0.5);
 }
 
 /* ---- Garbage -------------------------------------------------------------------------------- */
@@ -635,7 +650,17 @@ static void raw_write(const sock_addr_t* a, const void* data, size_t size) {
   CHECK_TRUE(fd >= 0);
   if (fd < 0) return;
   CHECK_EQ_INT(send(fd, data, size, MSG_NOSIGNAL), (long long)size);
-  usleep(1000);
+  /* Then wait until the root has read it and dropped the connection (end of file, or a reset),
+   * rather than for some time. */
+  shutdown(fd, SHUT_WR);
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  char sink[256];
+  double limit = now_s() + 5.0;
+  int closed = 0;
+  while (!closed && now_s() < limit) {
+    if (poll(&p, 1, 100) > 0) closed = read(fd, sink, sizeof(sink)) <= 0;
+  }
+  CHECK_MSG(closed, "the root kept a connection that sent it garbage for 5 s");
   close(fd);
 }
 
@@ -751,9 +776,8 @@ static int garbage_rank(int rank, job_t* j) {
     for (int i = 0; i < 2000; i++) {
       seen[0] = seen[1] = 0;
       seen[rank] = rank == 0 || strstr(err_last(), expect[g]) != NULL;
-      /* Rank 0 comes late, so rank 1 waits in the all-gather: connections are read while a
+      /* Rank 1 learns of the garbage only inside the all-gathers: connections are read while a
        * rank waits. */
-      if (rank == 0) usleep(500);
       EXPECT(bootstrap_allgather(bs, seen, sizeof(int)) == ncclSuccess);
       if (seen[1]) break;
     }
