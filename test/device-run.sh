@@ -46,10 +46,12 @@
 #              place at most 5% slower than NVIDIA, in place under 2 us, at every size
 #   torch      test/torch/run.sh TORCH_SIZES (default "1 2 4") when that file exists, with this
 #              script's MPS daemon when a world size exceeds NGPUS; its lines go into the summary
-#   sanitize-check  compute-sanitizer memcheck and racecheck on a 2-GPU quick subset of coll_check
+#   sanitize-check  compute-sanitizer memcheck and racecheck on a 2-rank quick subset of
+#              coll_check (2 GPUs; with one GPU, 2 ranks sharing it)
 #   net-repeat[:N]  coll_check --quick over the network (p2p and shm off) N times (default 20),
-#              procs and threads in turn, on 2 GPUs, 20 s each: catches intermittent stalls; on a
-#              stall it prints every thread's kernel wait channel and the proxies' stall reports
+#              procs and threads in turn, 2 ranks on 2 GPUs (one GPU: sharing it, procs under MPS,
+#              threads only without it), 20 s each: catches intermittent stalls; on a stall it
+#              prints every thread's kernel wait channel and the proxies' stall reports
 # Environment: NGPUS (default: all), BUILD (default build-dev), PERF_ARGS (perf options),
 # PERF_SHARED_ARGS, ONE_RANK_REPEAT, TORCH_SIZES,
 # REF_TOPO (ranks of ref runs, default "-g NGPUS"; e.g. "-p 4"), REF_TAG (log name suffix),
