@@ -5,13 +5,13 @@
 
 /* An operation's checks: a failure is returned, and inside a group it also becomes the group's
  * error (ncclGroupEnd returns it and runs nothing of the group), as in NCCL. */
-#define OP_CHECK(call)                                                                    \
-  do {                                                                                    \
-    ncclResult_t op_res_ = (call);                                                        \
-    if (op_res_ != ncclSuccess) {                                                         \
-      INFO(NCCL_ALL, "%s:%d -> %d", __FILE__, __LINE__, op_res_);                         \
-      return enqueue_group_fail(op_res_);                                                 \
-    }                                                                                     \
+#define OP_CHECK(call)                                            \
+  do {                                                            \
+    ncclResult_t op_res_ = (call);                                \
+    if (op_res_ != ncclSuccess) {                                 \
+      INFO(NCCL_ALL, "%s:%d -> %d", __FILE__, __LINE__, op_res_); \
+      return enqueue_group_fail(op_res_);                         \
+    }                                                             \
   } while (0)
 
 /* What every operation checks before going inward (NCCL's order: comm, then arguments). A

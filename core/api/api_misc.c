@@ -68,8 +68,10 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   CHECK(cuda_get_device(&dev));
   CHECK(cuda_mem_get_info(&free_bytes, &total));
   if (size > total) {
-    WARN("ncclMemAlloc: size %zu bytes is more than the %zu bytes of memory CUDA device %d has; "
-         "pass the size of the buffer in bytes", size, total, dev);
+    WARN(
+        "ncclMemAlloc: size %zu bytes is more than the %zu bytes of memory CUDA device %d has; "
+        "pass the size of the buffer in bytes",
+        size, total, dev);
     return ncclInvalidArgument;
   }
   return cumem_alloc(ptr, size);

@@ -24,8 +24,8 @@
 
 typedef struct {
   void* base;
-  size_t size;   /* as asked */
-  bool cumem;    /* cuMem (else cudaMalloc): how to free it, whatever NCCL_CUMEM_ENABLE says now */
+  size_t size; /* as asked */
+  bool cumem;  /* cuMem (else cudaMalloc): how to free it, whatever NCCL_CUMEM_ENABLE says now */
 } cumem_live_t;
 
 static pthread_mutex_t cumem_live_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -66,13 +66,17 @@ static ncclResult_t cumem_live_take(void* ptr, cumem_live_t* out_p) {
       goto out_unlock;
     }
     if (p > b && p < b + cumem_live[i].size) {
-      WARN("ncclMemFree: ptr %p is inside the allocation at %p (%zu bytes); pass the pointer "
-           "ncclMemAlloc returned", ptr, cumem_live[i].base, cumem_live[i].size);
+      WARN(
+          "ncclMemFree: ptr %p is inside the allocation at %p (%zu bytes); pass the pointer "
+          "ncclMemAlloc returned",
+          ptr, cumem_live[i].base, cumem_live[i].size);
       goto out_unlock;
     }
   }
-  WARN("ncclMemFree: ptr %p was not allocated by ncclMemAlloc (or was freed already); pass a "
-       "pointer that ncclMemAlloc returned", ptr);
+  WARN(
+      "ncclMemFree: ptr %p was not allocated by ncclMemAlloc (or was freed already); pass a "
+      "pointer that ncclMemAlloc returned",
+      ptr);
 out_unlock:
   pthread_mutex_unlock(&cumem_live_lock);
   return res;

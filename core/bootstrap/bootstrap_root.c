@@ -79,10 +79,10 @@ typedef struct {
   /* The rendezvous failed for good (why says why): every JOIN is refused with that reason.
    * Non-zero: the status the ranks get (BS_REPLY_FAILED, or ncclInvalidUsage for misuse). */
   int32_t fail_status;
-  bool failure_sent; /* the joined ranks were told */
-  bool ring_told;    /* the next root was told (ROOT_FAIL) */
+  bool failure_sent;   /* the joined ranks were told */
+  bool ring_told;      /* the next root was told (ROOT_FAIL) */
   bool prev_has_block; /* the previous root's first ROOT_BLOCK waits on prev: stop watching it */
-  bool* told;        /* count: rank first + i knows of the failure */
+  bool* told;          /* count: rank first + i knows of the failure */
   int ntold;
 } bs_root_t;
 
@@ -423,8 +423,8 @@ static void bs_root_fail_ring(bs_root_t* root) {
   memset(&msg, 0, sizeof(msg));
   size_t len = strnlen(root->why, BS_REASON_MAX - 1) + 1;
   memcpy(msg.text, root->why, len - 1);
-  msg.h = (bs_hdr_t){BS_WIRE_MAGIC, BS_MSG_ROOT_FAIL, (uint16_t)root->fail_status, root->comm_tag,
-                     len};
+  msg.h =
+      (bs_hdr_t){BS_WIRE_MAGIC, BS_MSG_ROOT_FAIL, (uint16_t)root->fail_status, root->comm_tag, len};
   sock_deadline_t dl = sock_deadline(1000, NULL);
   (void)sock_send(&root->next, &msg, sizeof(bs_hdr_t) + len, &dl);
   sock_close(&root->next);
@@ -439,8 +439,7 @@ static void bs_root_fail(bs_root_t* root, int32_t status) {
 
 /* A ROOT_FAIL message (header h already read) from the previous root: read its reason into
  * root->why and fail with its status. */
-static void bs_root_on_ring_fail(bs_root_t* root, const bs_hdr_t* h, const char* text,
-                                 size_t len) {
+static void bs_root_on_ring_fail(bs_root_t* root, const bs_hdr_t* h, const char* text, size_t len) {
   if (root->fail_status) return; /* our own reason, come back around the ring */
   char why[BS_REASON_MAX];
   size_t n = len < sizeof(why) - 1 ? len : sizeof(why) - 1;
@@ -479,8 +478,8 @@ static void bs_root_watch_prev(bs_root_t* root) {
   if (root->fail_status) return;
   snprintf(root->why, sizeof(root->why),
            "root %d of %d (the previous one in the ring of roots) closed its connection to the "
-           "root at %s before the exchange", (root->index - 1 + root->nids) % root->nids,
-           root->nids, root->where);
+           "root at %s before the exchange",
+           (root->index - 1 + root->nids) % root->nids, root->nids, root->where);
   bs_root_fail(root, BS_REPLY_FAILED);
 }
 
@@ -489,15 +488,16 @@ static ncclResult_t bs_root_gather(bs_root_t* root) {
     if (root->fail_status) {
       if (!root->failure_sent) bs_root_send_failure(root);
       bs_root_fail_ring(root);
-      if (root->ntold == root->count) return root->fail_status == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError;
+      if (root->ntold == root->count)
+        return root->fail_status == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError;
     } else if (bs_root_gathered(root)) {
       return ncclSuccess;
     }
     uint64_t now = sock_clock_ns(), end = bs_root_end_ns(root);
     if (now >= end)
       return root->fail_status == ncclInvalidUsage ? ncclInvalidUsage
-             : root->fail_status                  ? ncclRemoteError
-                                                  : bs_root_timed_out(root);
+             : root->fail_status                   ? ncclRemoteError
+                                                   : bs_root_timed_out(root);
     uint64_t ms = (end - now) / 1000000 + 1;
     int n = 0;
     root->pfds[n++] = (struct pollfd){root->listener.fd, POLLIN, 0};
@@ -557,8 +557,8 @@ static ncclResult_t bs_root_ring(bs_root_t* root) {
     memcpy(sbuf, &h, sizeof(h));
     memcpy(sbuf + sizeof(h), &root->addrs[sfirst], ssize);
     memset(rbuf, 0, sizeof(h) + rcap);
-    res = sock_exchange(&root->next, sbuf, sizeof(h) + ssize, &root->prev, rbuf,
-                        sizeof(h) + rsize, &dl);
+    res = sock_exchange(&root->next, sbuf, sizeof(h) + ssize, &root->prev, rbuf, sizeof(h) + rsize,
+                        &dl);
     memcpy(&h, rbuf, sizeof(h));
     if (h.magic == BS_WIRE_MAGIC && h.kind == BS_MSG_ROOT_FAIL && h.tag == root->comm_tag &&
         h.size <= BS_REASON_MAX) {
@@ -635,8 +635,8 @@ static ncclResult_t bs_root_send_peers(bs_root_t* root) {
 /* Tell every rank that joined why the rendezvous failed, so that it fails with that reason. */
 static void bs_root_send_failure(bs_root_t* root) {
   bs_root_reply_msg_t msg;
-  size_t len = bs_root_reply(root, root->why,
-                             root->fail_status ? root->fail_status : BS_REPLY_FAILED, &msg);
+  size_t len =
+      bs_root_reply(root, root->why, root->fail_status ? root->fail_status : BS_REPLY_FAILED, &msg);
   for (int i = 0; i < root->count; i++) {
     if (!root->joined[i]) continue;
     bs_root_send_to_rank(root, root->first + i, &msg, len);

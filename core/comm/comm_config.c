@@ -177,8 +177,8 @@ ncclResult_t comm_config_build(const char* func, const ncclConfig_t* user,
          comm_value_str(what2, sizeof(what2), "maxCTAs", PARAM_MAX_CTAS, c.max_ctas));
     return ncclInvalidArgument;
   }
-  CHECK(comm_check_range(func, "splitShare", PARAM_COMM_SPLIT_SHARE_RESOURCES, c.split_share, 0,
-                         1));
+  CHECK(
+      comm_check_range(func, "splitShare", PARAM_COMM_SPLIT_SHARE_RESOURCES, c.split_share, 0, 1));
   CHECK(comm_check_range(func, "collnetEnable", PARAM_COLLNET_ENABLE, c.collnet_enable, 0, 1));
   CHECK(comm_check_range(func, "CTAPolicy", PARAM_CTA_POLICY, c.cta_policy, 0,
                          NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO));

@@ -35,9 +35,11 @@ ncclResult_t comm_check_ready(const char* func, ncclComm_t comm) {
   if (status == ncclInProgress) {
     /* Nothing of it may be used yet (its data path does not exist); NCCL answers
      * ncclInvalidArgument here too. */
-    WARN("%s: comm %p is still being created (its creation waits for ncclGroupEnd, or a "
-         "non-blocking creation is running); wait until ncclCommGetAsyncError reports "
-         "ncclSuccess", func, (void*)comm);
+    WARN(
+        "%s: comm %p is still being created (its creation waits for ncclGroupEnd, or a "
+        "non-blocking creation is running); wait until ncclCommGetAsyncError reports "
+        "ncclSuccess",
+        func, (void*)comm);
     return ncclInvalidArgument;
   }
   if (status != ncclSuccess) {
@@ -55,8 +57,10 @@ ncclResult_t comm_check_ready(const char* func, ncclComm_t comm) {
 
 ncclResult_t comm_check_not_finalized(const char* func, ncclComm_t comm) {
   if (!comm->finalized) return ncclSuccess;
-  WARN("%s: communicator %p was finalized (ncclCommFinalize); only ncclCommDestroy and queries "
-       "are allowed after that", func, (void*)comm);
+  WARN(
+      "%s: communicator %p was finalized (ncclCommFinalize); only ncclCommDestroy and queries "
+      "are allowed after that",
+      func, (void*)comm);
   return ncclInvalidUsage;
 }
 
@@ -98,9 +102,10 @@ ncclResult_t comm_finalize(ncclComm_t comm) {
   }
   int status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
   if (status == ncclInProgress && enqueue_group_holds(comm_job_match, comm) > 0) {
-    WARN("ncclCommFinalize: comm %p is still being created: its creation waits for this thread's "
-         "ncclGroupEnd; call ncclGroupEnd first (or ncclCommDestroy to cancel the creation)",
-         (void*)comm);
+    WARN(
+        "ncclCommFinalize: comm %p is still being created: its creation waits for this thread's "
+        "ncclGroupEnd; call ncclGroupEnd first (or ncclCommDestroy to cancel the creation)",
+        (void*)comm);
     return ncclInvalidUsage;
   }
   if (status == ncclInProgress) return ncclInProgress;
@@ -123,10 +128,11 @@ static ncclResult_t comm_release(const char* func, ncclComm_t comm, bool abort, 
   int njobs = enqueue_group_cancel(comm_job_match, comm, ncclInvalidUsage);
   int nops = enqueue_group_forget(comm->dp);
   if (njobs > 0 || nops > 0)
-    WARN("%s: comm %p had %d creation job(s) (its own, or a split or shrink of it) and %d "
-         "operation(s) waiting for this thread's ncclGroupEnd; they were cancelled (peers still "
-         "waiting for this rank's part of a creation will time out)", func, (void*)comm, njobs,
-         nops);
+    WARN(
+        "%s: comm %p had %d creation job(s) (its own, or a split or shrink of it) and %d "
+        "operation(s) waiting for this thread's ncclGroupEnd; they were cancelled (peers still "
+        "waiting for this rank's part of a creation will time out)",
+        func, (void*)comm, njobs, nops);
   if (abort) {
     __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
     enqueue_comm_abort(comm->dp);

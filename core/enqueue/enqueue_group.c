@@ -346,8 +346,10 @@ ncclResult_t enqueue_group_end(ncclSimInfo_t* sim_info) {
     }
     for (enq_comm_t* dp = comms; dp; dp = dp->group_next) nops += dp->nops;
     enqueue_group_release(comms);
-    INFO(NCCL_INIT | NCCL_COLL, "ncclGroupEnd: a call inside the group failed (%s); dropped its "
-         "%d operation(s) and %d creation job(s)", err_string(failed), nops, njobs);
+    INFO(NCCL_INIT | NCCL_COLL,
+         "ncclGroupEnd: a call inside the group failed (%s); dropped its "
+         "%d operation(s) and %d creation job(s)",
+         err_string(failed), nops, njobs);
     return failed;
   }
   if (sim_info != NULL) sim_info->estimatedTime = 0.0f; /* creating communicators: no GPU time */

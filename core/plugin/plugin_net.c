@@ -399,8 +399,8 @@ ncclResult_t net_check_name(const char* net_name_arg) {
     bool match = sys_strcasecmp(want, lib.table_name) == 0;
     size_t len = strlen(names);
     /* Truncation is fine: the list is for a message. */
-    if (snprintf(names + len, sizeof(names) - len, "%s'%s' (%s)", len ? ", " : "",
-                 lib.table_name, lib.path) < 0)
+    if (snprintf(names + len, sizeof(names) - len, "%s'%s' (%s)", len ? ", " : "", lib.table_name,
+                 lib.path) < 0)
       names[len] = '\0';
     plugin_close(&lib);
     if (match) return ncclSuccess;
@@ -408,11 +408,15 @@ ncclResult_t net_check_name(const char* net_name_arg) {
   const char* env = param_str(PARAM_NET);
   const char* src = env != NULL && env[0] != '\0' ? "NCCL_NET" : "config.netName";
   if (names[0] != '\0')
-    WARN("%s '%s' names no network; the networks found are %s: use one of these names (any case) "
-         "or unset %s", src, want, names, src);
+    WARN(
+        "%s '%s' names no network; the networks found are %s: use one of these names (any case) "
+        "or unset %s",
+        src, want, names, src);
   else
-    WARN("%s '%s' names no network, and no net plugin could be loaded (see NCCL_NET_PLUGIN and "
-         "CHOIR_PLUGIN_DIR); unset %s or make the plugin available", src, want, src);
+    WARN(
+        "%s '%s' names no network, and no net plugin could be loaded (see NCCL_NET_PLUGIN and "
+        "CHOIR_PLUGIN_DIR); unset %s or make the plugin available",
+        src, want, src);
   return ncclInvalidUsage;
 }
 

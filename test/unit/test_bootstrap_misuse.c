@@ -96,7 +96,8 @@ static void case_late(void) {
  * bootstrap tests do: the root service thread of this process must not be forked). */
 static int proc_main(const char* rank_s, const char* hex) {
   ncclUniqueId id;
-  for (size_t i = 0; i < sizeof(id); i++) sscanf(hex + 2 * i, "%2hhx", (unsigned char*)&id.internal[i]);
+  for (size_t i = 0; i < sizeof(id); i++)
+    sscanf(hex + 2 * i, "%2hhx", (unsigned char*)&id.internal[i]);
   alarm(30);
   claim_t c = {&id, 1, atoi(rank_s), 3, ncclSuccess, 0, ""};
   claim_thread(&c);
@@ -112,7 +113,8 @@ static void case_procs(void) {
   ncclUniqueId id;
   CHECK_EQ_INT(bootstrap_get_unique_id(&id), ncclSuccess);
   char hex[2 * sizeof(id) + 1];
-  for (size_t i = 0; i < sizeof(id); i++) sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
+  for (size_t i = 0; i < sizeof(id); i++)
+    sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
   const char* ranks[] = {"1", "1", "0"};
   pid_t pids[3];
   fflush(NULL);
@@ -152,8 +154,11 @@ static const struct {
   const char* name;
   void (*fn)(void);
 } cases[] = {
-    {"threads", case_threads}, {"late", case_late}, {"procs", case_procs},
-    {"scalable", case_scalable}, {"scalable_gather", case_scalable_gather},
+    {"threads", case_threads},
+    {"late", case_late},
+    {"procs", case_procs},
+    {"scalable", case_scalable},
+    {"scalable_gather", case_scalable_gather},
 };
 
 int main(int argc, char** argv) {

@@ -247,8 +247,7 @@ static void case_group(void) {
   int before = launched(b);
   CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
   CHECK_EQ_INT(ncclAllReduce(a, b, 16, ncclFloat, ncclSum, c, NULL), ncclSuccess);
-  CHECK_EQ_INT(ncclAllReduce(a, b, 16, (ncclDataType_t)99, ncclSum, c, NULL),
-               ncclInvalidArgument);
+  CHECK_EQ_INT(ncclAllReduce(a, b, 16, (ncclDataType_t)99, ncclSum, c, NULL), ncclInvalidArgument);
   CHECK_EQ_INT(ncclGroupEnd(), ncclInvalidArgument);
   CHECK_CONTAINS(ncclGetLastError(NULL), "datatype 99");
   CHECK_EQ_INT(launched(b), before);
@@ -409,7 +408,7 @@ static void case_memalloc(void) {
   CHECK_CONTAINS(ncclGetLastError(NULL), "ncclMemAlloc: size 18446744073709551615 bytes is more");
   CHECK_EQ_INT(ncclMemAlloc(&p, total + 1), ncclInvalidArgument);
   CHECK_CONTAINS(ncclGetLastError(NULL), "CUDA device 0 has");
-  CHECK_TRUE(p == (void*)0x1); /* untouched on failure */
+  CHECK_TRUE(p == (void*)0x1);                    /* untouched on failure */
   CHECK_EQ_INT(ncclMemAlloc(&p, 0), ncclSuccess); /* as NCCL: no memory, NULL */
   CHECK_TRUE(p == NULL);
   int local = 0;
@@ -449,13 +448,15 @@ static const knob_case_t knob_cases[] = {
     {{"NCCL_COMM_BLOCKING=7"},
      "NCCL_COMM_BLOCKING=7 (from the environment, overriding config.blocking) is invalid; it must "
      "be in [0, 1]"},
-    {{"NCCL_CGA_CLUSTER_SIZE=99"}, "NCCL_CGA_CLUSTER_SIZE=99 (from the environment, overriding "
-                                   "config.cgaClusterSize)"},
+    {{"NCCL_CGA_CLUSTER_SIZE=99"},
+     "NCCL_CGA_CLUSTER_SIZE=99 (from the environment, overriding "
+     "config.cgaClusterSize)"},
     {{"NCCL_MIN_CTAS=0"}, "NCCL_MIN_CTAS=0 (from the environment, overriding config.minCTAs)"},
     {{"NCCL_MAX_CTAS=-3"}, "NCCL_MAX_CTAS=-3 (from the environment, overriding config.maxCTAs)"},
     {{"NCCL_COMM_SPLIT_SHARE_RESOURCES=2"},
      "NCCL_COMM_SPLIT_SHARE_RESOURCES=2 (from the environment, overriding config.splitShare)"},
-    {{"NCCL_CTA_POLICY=9"}, "NCCL_CTA_POLICY=9 (from the environment, overriding config.CTAPolicy)"},
+    {{"NCCL_CTA_POLICY=9"},
+     "NCCL_CTA_POLICY=9 (from the environment, overriding config.CTAPolicy)"},
     {{"NCCL_COLLNET_ENABLE=3"},
      "NCCL_COLLNET_ENABLE=3 (from the environment, overriding config.collnetEnable)"},
     {{"NCCL_NCHANNELS_PER_NET_PEER=0"},
@@ -529,8 +530,9 @@ static void net_bad_env(void) {
   CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
   CHECK_EQ_INT(set_device(0), 0);
   CHECK_EQ_INT(ncclCommInitRank(&c, 1, id, 0), ncclInvalidUsage);
-  CHECK_CONTAINS(ncclGetLastError(NULL), "NCCL_NET 'NoSuchNet' names no network; the networks "
-                                         "found are 'Socket' (");
+  CHECK_CONTAINS(ncclGetLastError(NULL),
+                 "NCCL_NET 'NoSuchNet' names no network; the networks "
+                 "found are 'Socket' (");
   CHECK_TRUE(c == NULL);
   /* Two ranks of one thread: both fail at creation, promptly. */
   ncclComm_t d[2] = {NULL, NULL};
@@ -558,8 +560,9 @@ static void net_bad_config(void) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.netName = "bogus";
   CHECK_EQ_INT(ncclCommInitRankConfig(&c, 1, id, 0, &cfg), ncclInvalidUsage);
-  CHECK_CONTAINS(ncclGetLastError(NULL), "config.netName 'bogus' names no network; the networks "
-                                         "found are 'Socket' (");
+  CHECK_CONTAINS(ncclGetLastError(NULL),
+                 "config.netName 'bogus' names no network; the networks "
+                 "found are 'Socket' (");
 }
 
 static void net_good(void) {
@@ -638,10 +641,16 @@ static const struct {
   const char* name;
   void (*fn)(void);
 } cases[] = {
-    {"pending", case_pending},   {"notready", case_notready}, {"group", case_group},
-    {"finalized", case_finalized}, {"count", case_count},   {"memalloc", case_memalloc},
-    {"memalloc_nocumem", case_memalloc_nocumem},              {"envknob", case_envknob},
-    {"netname", case_netname},   {"duprank", case_duprank},
+    {"pending", case_pending},
+    {"notready", case_notready},
+    {"group", case_group},
+    {"finalized", case_finalized},
+    {"count", case_count},
+    {"memalloc", case_memalloc},
+    {"memalloc_nocumem", case_memalloc_nocumem},
+    {"envknob", case_envknob},
+    {"netname", case_netname},
+    {"duprank", case_duprank},
 };
 
 int main(int argc, char** argv) {
