@@ -26,8 +26,7 @@
 #include "fork_case.h"
 #include "nccl.h"
 
-extern int fake_cudart_copies;
-extern int fake_cudart_launches;
+#include "fake_cudart.h"
 
 /* A communicator of one rank on emulated device 0. */
 static ncclComm_t one_rank(void) {
@@ -261,8 +260,8 @@ static void case_simulate(void) {
   CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
   CHECK_EQ_INT(ncclGroupSimulateEnd(&sim), ncclSuccess);
   CHECK_TRUE(sim.estimatedTime == 0.0f);
-  CHECK_EQ_INT(fake_cudart_launches, 0);
-  CHECK_EQ_INT(fake_cudart_copies, 0);
+  CHECK_EQ_INT(fake_cudart.launches, 0);
+  CHECK_EQ_INT(fake_cudart.copies, 0);
   for (int i = 0; i < N; i++) CHECK_EQ_INT(ncclCommDestroy(c[i]), ncclSuccess);
 }
 

@@ -27,111 +27,7 @@ static int set_device(int dev) { return cudaSetDevice(dev) == cudaSuccess ? 0 : 
 #include "kernels.h"
 static int set_device(int dev) { return cuda_set_device(dev) == ncclSuccess ? 0 : 1; }
 
-/* The CUDA runtime calls of the data path's setup, one-rank operations and teardown, emulated:
- * defined here, they take the place of libcudart's for the core's libraries linked into this
- * program. They count what is alive, the copies and the kernel launches, and can fail the n-th
- * event creation once, so that a test sees what a failed setup leaves behind. */
-static struct {
-  int streams, events, dev_allocs, host_allocs; /* alive */
-  int fail_event; /* fail the event creation with this number (1-based), 0: none */
-  int event_creations;
-  int copies, launches;
-  size_t copied;
-} fake_rt;
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
-  (void)flags;
-  *s = (cudaStream_t)malloc(1);
-  fake_rt.streams++;
-  return cudaSuccess;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  free(s);
-  fake_rt.streams--;
-  return cudaSuccess;
-}
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
-  (void)flags;
-  if (++fake_rt.event_creations == fake_rt.fail_event) return cudaErrorMemoryAllocation;
-  *e = (cudaEvent_t)malloc(1);
-  fake_rt.events++;
-  return cudaSuccess;
-}
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  free(e);
-  fake_rt.events--;
-  return cudaSuccess;
-}
-cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
-  (void)flags;
-  *p = calloc(1, size);
-  fake_rt.host_allocs++;
-  return cudaSuccess;
-}
-cudaError_t cudaHostGetDevicePointer(void** d, void* h, unsigned int flags) {
-  (void)flags;
-  *d = h;
-  return cudaSuccess;
-}
-cudaError_t cudaFreeHost(void* p) {
-  free(p);
-  fake_rt.host_allocs--;
-  return cudaSuccess;
-}
-cudaError_t cudaMalloc(void** p, size_t size) {
-  *p = calloc(1, size);
-  fake_rt.dev_allocs++;
-  return cudaSuccess;
-}
-cudaError_t cudaFree(void* p) {
-  free(p);
-  fake_rt.dev_allocs--;
-  return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t s) {
-  (void)s;
-  memset(p, v, n);
-  return cudaSuccess;
-}
-cudaError_t cudaMemcpyAsync(void* d, const void* src, size_t n, enum cudaMemcpyKind k,
-                            cudaStream_t s) {
-  (void)s;
-  if (k == cudaMemcpyDeviceToDevice) { /* the user's buffers: counted, not touched */
-    fake_rt.copies++;
-    fake_rt.copied += n;
-  } else {
-    memcpy(d, src, n);
-  }
-  return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  (void)s;
-  return cudaSuccess;
-}
-cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* a, const void* f) {
-  (void)f;
-  memset(a, 0, sizeof(*a));
-  return cudaSuccess;
-}
-cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* m) {
-  (void)m;
-  return cudaSuccess;
-}
-cudaError_t cudaGetDevice(int* d) {
-  *d = 0;
-  return cudaSuccess;
-}
-cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int d) {
-  (void)a, (void)d;
-  *v = 132;
-  return cudaSuccess;
-}
-cudaError_t cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, size_t sh,
-                             cudaStream_t s) {
-  (void)f, (void)g, (void)b, (void)args, (void)sh, (void)s;
-  fake_rt.launches++;
-  return cudaSuccess;
-}
+#include "fake_cudart.h"
 #endif
 static int ndev = 8;        /* devices this run uses */
 static int ndev_total = 8;  /* devices the process sees */
@@ -457,32 +353,32 @@ static void case_one_rank_data_path(void) {
   CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
   CHECK_EQ_INT(set_device(0), 0);
   CHECK_EQ_INT(ncclCommInitRank(&c, 1, id, 0), ncclSuccess);
-  fake_rt.fail_event = 2;
+  fake_cudart.fail_event = 2;
   CHECK_EQ_INT(ncclAllReduce(a, b, 16, ncclFloat, ncclSum, c, NULL), ncclUnhandledCudaError);
-  CHECK_EQ_INT(fake_rt.streams, 0);
-  CHECK_EQ_INT(fake_rt.events, 0);
-  CHECK_EQ_INT(fake_rt.dev_allocs, 0);
-  CHECK_EQ_INT(fake_rt.host_allocs, 0);
-  CHECK_EQ_INT(fake_rt.copies, 0);
+  CHECK_EQ_INT(fake_cudart.streams, 0);
+  CHECK_EQ_INT(fake_cudart.events, 0);
+  CHECK_EQ_INT(fake_cudart.dev_allocs, 0);
+  CHECK_EQ_INT(fake_cudart.host_allocs, 0);
+  CHECK_EQ_INT(fake_cudart.copies, 0);
   CHECK_EQ_INT(ncclAllReduce(a, b, 16, ncclFloat, ncclSum, c, NULL), ncclSuccess);
-  CHECK_EQ_INT(fake_rt.streams, 1);
-  CHECK_EQ_INT(fake_rt.events, 2);
-  CHECK_EQ_INT(fake_rt.copies, 1);
-  CHECK_EQ_INT((int)fake_rt.copied, 64);
+  CHECK_EQ_INT(fake_cudart.streams, 1);
+  CHECK_EQ_INT(fake_cudart.events, 2);
+  CHECK_EQ_INT(fake_cudart.copies, 1);
+  CHECK_EQ_INT((int)fake_cudart.copied, 64);
   /* In place: nothing at all; every other collective out of place: one copy of its bytes. */
   CHECK_EQ_INT(ncclAllReduce(a, a, 16, ncclFloat, ncclMax, c, NULL), ncclSuccess);
   CHECK_EQ_INT(ncclAllReduce(a, a, 16, ncclFloat, ncclAvg, c, NULL), ncclSuccess);
   CHECK_EQ_INT(ncclBroadcast(a, a, 16, ncclFloat, 0, c, NULL), ncclSuccess);
   CHECK_EQ_INT(ncclAllGather(a, a, 16, ncclInt8, c, NULL), ncclSuccess);
   CHECK_EQ_INT(ncclReduceScatter(a, a, 16, ncclInt8, ncclSum, c, NULL), ncclSuccess);
-  CHECK_EQ_INT(fake_rt.copies, 1);
+  CHECK_EQ_INT(fake_cudart.copies, 1);
   CHECK_EQ_INT(ncclReduce(a, b, 3, ncclDouble, ncclMin, 0, c, NULL), ncclSuccess);
   CHECK_EQ_INT(ncclAllGather(a, b, 5, ncclHalf, c, NULL), ncclSuccess);
   CHECK_EQ_INT(ncclReduceScatter(a, b, 7, ncclInt8, ncclProd, c, NULL), ncclSuccess);
   CHECK_EQ_INT(ncclBroadcast(a, b, 2, ncclInt32, 0, c, NULL), ncclSuccess);
-  CHECK_EQ_INT(fake_rt.copies, 5);
-  CHECK_EQ_INT((int)fake_rt.copied, 64 + 24 + 10 + 7 + 8);
-  CHECK_EQ_INT(fake_rt.launches, 0);
+  CHECK_EQ_INT(fake_cudart.copies, 5);
+  CHECK_EQ_INT((int)fake_cudart.copied, 64 + 24 + 10 + 7 + 8);
+  CHECK_EQ_INT(fake_cudart.launches, 0);
   /* premulsum changes values: one reduce-copy kernel, in place too, and no copy (where the
    * build has that kernel: kernel_subset may leave it out). */
   if (!kern_instance_available(KERN_OP_PREMULSUM, ncclFloat)) {
@@ -493,15 +389,15 @@ static void case_one_rank_data_path(void) {
     CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&op, &two, ncclFloat, ncclScalarHostImmediate, c),
                  ncclSuccess);
     CHECK_EQ_INT(ncclAllReduce(a, a, 16, ncclFloat, op, c, NULL), ncclSuccess);
-    CHECK_EQ_INT(fake_rt.launches, 1);
-    CHECK_EQ_INT(fake_rt.copies, 5);
+    CHECK_EQ_INT(fake_cudart.launches, 1);
+    CHECK_EQ_INT(fake_cudart.copies, 5);
     CHECK_EQ_INT(ncclRedOpDestroy(op, c), ncclSuccess);
   }
   CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
-  CHECK_EQ_INT(fake_rt.streams, 0);
-  CHECK_EQ_INT(fake_rt.events, 0);
-  CHECK_EQ_INT(fake_rt.dev_allocs, 0);
-  CHECK_EQ_INT(fake_rt.host_allocs, 0);
+  CHECK_EQ_INT(fake_cudart.streams, 0);
+  CHECK_EQ_INT(fake_cudart.events, 0);
+  CHECK_EQ_INT(fake_cudart.dev_allocs, 0);
+  CHECK_EQ_INT(fake_cudart.host_allocs, 0);
 }
 
 /* Too many ranks for the multiprocessors: refused at creation, naming how many fit. */

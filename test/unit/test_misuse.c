@@ -43,7 +43,7 @@
 static int set_device(int dev) { return cudaSetDevice(dev) == cudaSuccess ? 0 : 1; }
 #else
 #include "base.h"
-extern int fake_cudart_copies;
+#include "fake_cudart.h"
 static int set_device(int dev) { return cuda_set_device(dev) == ncclSuccess ? 0 : 1; }
 #endif
 
@@ -93,7 +93,7 @@ static int launched(void* recv) {
   return 0;
 #else
   (void)recv;
-  return fake_cudart_copies;
+  return fake_cudart.copies;
 #endif
 }
 

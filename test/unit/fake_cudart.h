@@ -1,0 +1,24 @@
+/*
+ * The CUDA runtime calls of the data path's device setup, one-rank operations and teardown,
+ * emulated for CPU tests (fake_cudart.c). The test program is linked with --wrap for each of
+ * them (fake_cudart_wrap in test/unit/meson.build), so that the core's libraries call these
+ * whether the CUDA runtime is linked shared or static. Device memory is host memory; nothing
+ * runs: copies between user buffers and kernel launches are only counted.
+ */
+#ifndef CHOIR_TEST_FAKE_CUDART_H
+#define CHOIR_TEST_FAKE_CUDART_H
+
+#include <stddef.h>
+
+typedef struct {
+  int streams, events, dev_allocs, host_allocs; /* alive now */
+  int event_creations; /* calls so far */
+  int fail_event;      /* fail the event creation with this number (1-based); 0: none */
+  int copies;          /* device-to-device copies (between the user's buffers) */
+  size_t copied;       /* their bytes */
+  int launches;        /* kernel launches */
+} fake_cudart_t;
+
+extern fake_cudart_t fake_cudart;
+
+#endif
