@@ -1608,7 +1608,8 @@ static void cc_usage(FILE* f) {
       "                     f8e4m3 f8e5m2, or all (fp8 only on sm_90+ with NCCL >= 2.24)\n"
       "  --redops LIST      sum prod max min avg premulsum (= premul-host,premul-dev), or all\n"
       "  --sizes LIST       counts: N elements, or NB/NKB/NMB/NGB bytes (count = bytes / size)\n"
-      "  --big-sizes LIST   sizes run only for --big-types (full: 64MB,1GB)\n"
+      "  --big-sizes LIST   sizes run only for --big-types (full: 64MB,1GB; with R ranks per\n"
+      "                     GPU 64MB and 1GB / R, so that R ranks' buffers fit on one GPU)\n"
       "  --big-types LIST   (full: float,int32)\n"
       "  --inplace 0|1|both placements (default both)\n"
       "  --root R|all|ends|last  roots of rooted operations (quick: last, full: ends)\n"
@@ -1881,7 +1882,11 @@ static int cc_parse(struct cc_opts* o, int argc, char** argv) {
   if (!have_root) o->roots = full ? -2 : -3;
   if (full && !o->float_exact) o->float_exact = 1;
   cc_set_sizes(o, have_sizes ? sizes : (full ? "0,1,7,1023,65539,1MB" : "0,1,7,1023,65539"), 0);
-  cc_set_sizes(o, have_big ? big : (full ? "64MB,1GB" : ""), 1);
+  /* R ranks on one GPU share its memory: the largest size is 1 GB / R (an 8-rank all-gather of
+   * 1 GB holds 2 x 8 GB per rank, 128 GB for 8 ranks on one GPU). */
+  char full_big[32];
+  snprintf(full_big, sizeof full_big, "64MB,%dMB", 1024 / (o->rpg > 0 ? o->rpg : 1));
+  cc_set_sizes(o, have_big ? big : (full ? full_big : ""), 1);
   if ((have_sizes && o->nsizes == 0) || (have_big && big[0] && o->nbig == 0)) {
     fprintf(stderr, "%s: bad size list\n", cc_prog);
     return CC_EXIT_USAGE;
