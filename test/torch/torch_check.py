@@ -14,10 +14,11 @@ Inputs are small integers (exact in bfloat16 up to 16 ranks) so that results are
 floating types is compared within a few ulps where the rank count is not a power of two.
 
 It fails unless the library serving those calls is the one named by CHOIR_EXPECT_LIB: right
-after init and again at the end, every mapped file named libnccl.so* must be that library, any
-other libnccl* file (Choir's plugins) must lie under its directory, nothing of NVIDIA's
-nvidia/nccl package may be mapped, and ncclGetVersion must resolve into it. (run.sh also checks
-the version banner that NCCL_DEBUG=VERSION prints.)
+after init and again at the end, every NCCL entry point torch uses must resolve into it, both
+process-wide (what libtorch_cuda's references bind to) and in libtorch_cuda's own dependency
+scope; no other libnccl.so* may be mapped, except NVIDIA's copy that torch's wheel maps by path
+(reported as a note: mapped, never called), and other libnccl* files (Choir's plugins) must lie
+under its directory. (run.sh also checks that only Choir printed the NCCL_DEBUG=VERSION banner.)
 
 Prints one line per check and last "torch-check: rank R: N checks passed, M failed"; exits
 nonzero on any failure. An exception in a collective ends the run at once (the ranks may no
@@ -95,8 +96,27 @@ def mapped_files():
     return files
 
 
-def library_problems(expect):
-    """Why the NCCL in this process is not exactly the expected library (empty list: it is)."""
+# The NCCL entry points torch.distributed's NCCL backend calls (those a run of this program can
+# reach); each must be served by the expected library.
+TORCH_NCCL_CALLS = (
+    "ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRankConfig", "ncclCommInitRank",
+    "ncclCommSplit", "ncclCommDestroy", "ncclCommAbort", "ncclCommFinalize",
+    "ncclCommGetAsyncError", "ncclGetErrorString", "ncclGetLastError", "ncclCommCount",
+    "ncclCommUserRank", "ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather",
+    "ncclReduceScatter", "ncclSend", "ncclRecv", "ncclGroupStart", "ncclGroupEnd",
+    "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy", "ncclAlltoAll", "ncclGather", "ncclScatter",
+)
+
+
+def library_problems(expect, notes=None, need_torch=True):
+    """Why the NCCL calls in this process are not served by exactly the expected library (empty
+    list: they are). torch may map NVIDIA's copy of libnccl.so.2 by path (its wheel preloads its
+    CUDA libraries); a copy that is mapped but that no call reaches is reported in notes, not as a
+    problem: what counts is where the calls go. They go where the process-wide lookup leads (the
+    binding of libtorch_cuda's references, the preloaded library first) and, for libtorch_cuda's
+    own dependency scope, where a lookup through its handle leads; both must land in the expected
+    library for every entry point torch uses (need_torch=False: the process scope alone, for tests
+    without torch). run.sh adds that no other NCCL printed a banner."""
     problems = []
     want = os.path.realpath(expect)
     root = os.path.dirname(want) + os.sep
@@ -106,19 +126,37 @@ def library_problems(expect):
     for path in sorted(files):
         base = os.path.basename(path)
         if os.sep + os.path.join("nvidia", "nccl") + os.sep in path:
-            problems.append("NVIDIA's NCCL is mapped: %s" % path)
+            if notes is not None:
+                notes.append("NVIDIA's NCCL is mapped (unused): %s" % path)
         elif base.startswith("libnccl.so") and path != want:
             problems.append("another libnccl is mapped: %s" % path)
         elif base.startswith("libnccl") and path != want and not path.startswith(root):
             problems.append("a libnccl* file from elsewhere is mapped: %s" % path)
-    # The process-wide lookup (what libtorch_cuda's references bind to) must land in it.
-    try:
-        addr = ctypes.cast(ctypes.CDLL(None).ncclGetVersion, ctypes.c_void_p).value
+
+    def owner(addr):
         where = [p for p, ranges in files.items() if any(s <= addr < e for s, e in ranges)]
-        if where != [want]:
-            problems.append("ncclGetVersion resolves into %s" % (where or "no mapped file"))
-    except AttributeError:
-        problems.append("ncclGetVersion is not defined in the process")
+        return where[0] if len(where) == 1 else (where or "no mapped file")
+
+    scopes = [("the process", None)]
+    scopes += [("libtorch_cuda", p) for p in files if os.path.basename(p) == "libtorch_cuda.so"]
+    if need_torch and len(scopes) < 2:
+        problems.append("libtorch_cuda.so is not mapped: cannot check its NCCL bindings")
+    for scope, path in scopes:
+        lib = ctypes.CDLL(path)
+        missing, elsewhere = [], []
+        for name in TORCH_NCCL_CALLS:
+            try:
+                addr = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+            except AttributeError:
+                missing.append(name)
+                continue
+            if owner(addr) != want:
+                elsewhere.append("%s -> %s" % (name, owner(addr)))
+        if missing:
+            problems.append("not defined in the scope of %s: %s" % (scope, ", ".join(missing)))
+        if elsewhere:
+            problems.append("resolved outside %s in the scope of %s: %s"
+                            % (want, scope, "; ".join(elsewhere)))
     return problems
 
 
@@ -483,7 +521,10 @@ def main():
     checks.say("world %d, GPU %d of %d, torch %s, NCCL API %s" % (
         world, dev.index, ngpu, torch.__version__,
         ".".join(str(v) for v in torch.cuda.nccl.version())))
-    checks.record("nccl library after init", library_problems(expect))
+    notes = []
+    checks.record("nccl library after init", library_problems(expect, notes))
+    for note in notes:
+        checks.say("note: " + note)
 
     run = Run(torch, dist, checks, rank, world, dev)
     broken = False
@@ -499,7 +540,10 @@ def main():
             break
     if not broken:
         torch.cuda.synchronize(dev)
-    checks.record("nccl library at the end", library_problems(expect))
+    notes = []
+    checks.record("nccl library at the end", library_problems(expect, notes))
+    for note in notes:
+        checks.say("note: " + note)
     checks.say("%d checks passed, %d failed" % (checks.passed, checks.failed))
     sys.stdout.flush()
     if broken:
