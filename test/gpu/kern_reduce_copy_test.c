@@ -14,9 +14,10 @@
  * Data, floating types: two passes. "random": magnitudes in [0.75, 1.5), random signs, scalar
  * -1.5. "exact": per element, four of the eight sources positive and four negative (which ones
  * turns with the element), magnitudes 1 or 2 (fp8) or integers 1..2^p/16 (up to 1024, and
- * small enough that a product of 8 stays finite: 3 for fp16), scalar -2: most results are then exact in every order and are checked bit for bit. The exact pass is
- * what makes a source missing from fp8 (and wide bf16) sums visible: ref_tolerance of 8 fp8
- * terms is wider than one term. Integer types: one pass, any bit pattern.
+ * small enough that a product of 8 stays finite: 3 for fp16), scalar -2: most results are then
+ * exact in every order and are checked bit for bit. The exact pass is what makes a source missing
+ * from fp8 (and wide bf16) sums visible: ref_tolerance of 8 fp8 terms is wider than one term.
+ * Integer types: one pass, any bit pattern.
  *
  * Layouts (offsets in elements from 256-byte aligned allocations):
  *   aligned  every pointer at offset 0: pure 16-byte vector path

@@ -21,12 +21,12 @@ static int check_failures_;
 static int check_count_;
 static int check_skips_;
 
-#define CHECK_SKIPPED(...)  \
-  do {                      \
-    check_skips_++;         \
-    printf("skipped: ");    \
-    printf(__VA_ARGS__);    \
-    printf("\n");           \
+#define CHECK_SKIPPED(...) \
+  do {                     \
+    check_skips_++;        \
+    printf("skipped: ");   \
+    printf(__VA_ARGS__);   \
+    printf("\n");          \
   } while (0)
 
 #define CHECK_TRUE(cond)                                                       \

@@ -619,12 +619,12 @@ struct ref_acc {
   double sum_abs; /* floating types: sum of |term| */
   int n;          /* terms so far */
   /* What ref_acc_determined needs (floating types, not max/min). */
-  int odd_terms;  /* 0 once a term was not a finite value of the type */
-  int qexp;       /* smallest e of the nonzero terms odd * 2^e (INT32_MAX: none yet) */
-  double pos;     /* sum of the positive terms */
-  double neg;     /* sum of the magnitudes of the negative terms */
+  int odd_terms;   /* 0 once a term was not a finite value of the type */
+  int qexp;        /* smallest e of the nonzero terms odd * 2^e (INT32_MAX: none yet) */
+  double pos;      /* sum of the positive terms */
+  double neg;      /* sum of the magnitudes of the negative terms */
   double odd_prod; /* prod: product of the odd parts (capped) */
-  double hi, lo;  /* prod: products of the factors above 1 and of the nonzero ones below 1 */
+  double hi, lo;   /* prod: products of the factors above 1 and of the nonzero ones below 1 */
 };
 
 REF_FN void ref_acc_init(struct ref_acc* a) {
@@ -709,8 +709,7 @@ REF_FN int ref_acc_determined(const struct ref_acc* a, int t, int op) {
     return a->odd_prod <= pmax && a->hi <= ref_type_max(t) && a->lo >= ref_type_min_normal(t);
   if (a->qexp == INT32_MAX) return 1; /* every term is 0 */
   /* q = 2^qexp (a double: qexp >= -1074, and at most double's largest exponent). */
-  uint64_t qbits = a->qexp >= -1022 ? (uint64_t)(a->qexp + 1023) << 52
-                                    : 1ull << (a->qexp + 1074);
+  uint64_t qbits = a->qexp >= -1022 ? (uint64_t)(a->qexp + 1023) << 52 : 1ull << (a->qexp + 1074);
   double q;
   memcpy(&q, &qbits, sizeof q);
   double big = a->pos > a->neg ? a->pos : a->neg;

@@ -55,8 +55,7 @@ static size_t held_count(size_t size) {
 static void check_memory(int dev, size_t size) {
   size_t n = held_count(size);
   if (n == 0) {
-    CHECK_SKIPPED("device %d, %zu bytes with cudaMalloc: below a page, not measurable", dev,
-                  size);
+    CHECK_SKIPPED("device %d, %zu bytes with cudaMalloc: below a page, not measurable", dev, size);
     return;
   }
   void** held = (void**)calloc(n, sizeof(void*));

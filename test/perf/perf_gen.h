@@ -21,11 +21,11 @@
  *     that (fp8 e5m2 on more than 16 ranks), the values stay the same shape and each element is
  *     judged by ref.h (exact where ref_acc_determined says so, else within ref_tolerance).
  *   PERF_PAT_RANDOM: values with full mantissas, uniform in [-1, 1) (prod: +-(1 + d) with |d| small
- *     enough that no partial product leaves the normal range), compared within ref_tolerance. Only
- *     where that bound can tell a missing rank (perf_gen_random_catches_drop); elsewhere (e5m2 from 3
- *     ranks, e4m3 from 4, bf16 from about 16, fp16 from about 45) the tolerance exceeds a rank's
- *     typical term, a check with random data could not fail, and a request for PERF_PAT_RANDOM
- *     gets PERF_PAT_EXACT data instead (g->pattern says which).
+ *     enough that no partial product leaves the normal range), compared within ref_tolerance.
+ *     Only where that bound can tell a missing rank (perf_gen_random_catches_drop); elsewhere
+ *     (e5m2 from 3 ranks, e4m3 from 4, bf16 from about 16, fp16 from about 45) the tolerance
+ *     exceeds a rank's typical term, a check with random data could not fail, and a request for
+ *     PERF_PAT_RANDOM gets PERF_PAT_EXACT data instead (g->pattern says which).
  *   Data-movement collectives use PERF_PAT_RANDOM values and compare bits.
  *
  * Premulsum factors are 1 on even ranks and 2 on odd ranks (exact in every type).

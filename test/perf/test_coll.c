@@ -219,7 +219,7 @@ static void test_patterns(void) {
    * magnitude 1..4, so that every partial sum stays within +-8: exact. */
   perf_gen_setup(&g, REF_FP8_E5M2, REF_SUM, 4, PERF_PAT_EXACT, 1);
   CHECK_MSG(g.exact && g.range == 4, "e5m2 sum on 4 ranks: exact %d range %lld", g.exact,
-        (long long)g.range);
+            (long long)g.range);
   int seen[9] = {0};
   for (int i = 0; i < 1000; i++) {
     int npos = 0;
@@ -231,8 +231,8 @@ static void test_patterns(void) {
     }
     CHECK_MSG(npos == 2, "element %d: %d positive terms of 4", i, npos);
   }
-  CHECK_MSG(seen[0] && seen[1] && seen[2] && seen[3] && !seen[4] && seen[5] && seen[6] &&
-                seen[7] && seen[8],
+  CHECK_MSG(seen[0] && seen[1] && seen[2] && seen[3] && !seen[4] && seen[5] && seen[6] && seen[7] &&
+                seen[8],
             "all of -4..-1 and 1..4 occur, never 0");
   /* Balanced signs keep e5m2 sums exact up to 16 ranks (8 of each sign, magnitude 1); beyond,
    * the tolerance takes over. */
@@ -276,9 +276,9 @@ static void test_patterns(void) {
   perf_gen_setup(&g, REF_FLOAT32, REF_PROD, 8, PERF_PAT_RANDOM, 1);
   CHECK_MSG(g.prod_dev == 0.25, "float prod deviation %g", g.prod_dev);
   perf_gen_setup(&g, REF_FLOAT16, REF_PROD, 64, PERF_PAT_RANDOM, 1);
-  CHECK_MSG(g.pattern == PERF_PAT_RANDOM && g.prod_dev > 0 &&
-                pow(1 + g.prod_dev, 64) <= 128.0 + 1e-9,
-            "half prod over 64 ranks %g", g.prod_dev);
+  CHECK_MSG(
+      g.pattern == PERF_PAT_RANDOM && g.prod_dev > 0 && pow(1 + g.prod_dev, 64) <= 128.0 + 1e-9,
+      "half prod over 64 ranks %g", g.prod_dev);
   perf_gen_setup(&g, REF_FP8_E4M3, REF_PROD, 64, PERF_PAT_RANDOM, 1);
   CHECK_MSG(g.pattern == PERF_PAT_EXACT, "e4m3 prod over 64 ranks: exact data");
   /* Integer avg inputs cannot overflow the sum. */
@@ -342,10 +342,11 @@ static void test_dropped_rank(void) {
            * not a power of two, fp8 premulsum on 16 ranks. Only fp8 may be here. */
           CHECK_MSG(ref_type_precision(t) <= 4, "%s %s on %d ranks cannot be checked",
                     ref_type_name(t), ref_op_name(op), n);
-          printf("dropped rank: %s %s on %d ranks: caught in %llu of %llu elements (the data "
-                 "cannot be exact and the bound is wider than a term)\n",
-                 ref_type_name(t), ref_op_name(op), n, (unsigned long long)caught,
-                 (unsigned long long)elems);
+          printf(
+              "dropped rank: %s %s on %d ranks: caught in %llu of %llu elements (the data "
+              "cannot be exact and the bound is wider than a term)\n",
+              ref_type_name(t), ref_op_name(op), n, (unsigned long long)caught,
+              (unsigned long long)elems);
           continue;
         }
         CHECK_MSG(caught >= want,

@@ -328,7 +328,7 @@ static double expected_tolerance(int t, int op, int n, double sum_abs) {
   static const struct {
     int t, p, inter_p;
     double eta;
-  } types[] = {{REF_FLOAT16, 11, 24, 0x1p-24}, {REF_FLOAT32, 24, 0, 0x1p-149},
+  } types[] = {{REF_FLOAT16, 11, 24, 0x1p-24},  {REF_FLOAT32, 24, 0, 0x1p-149},
                {REF_FLOAT64, 53, 0, 0x1p-1074}, {REF_BFLOAT16, 8, 24, 0x1p-133},
                {REF_FP8_E4M3, 4, 11, 0x1p-9},   {REF_FP8_E5M2, 3, 11, 0x1p-16}};
   for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
@@ -527,8 +527,8 @@ static void test_determined(void) {
           if (!ref_acc_determined(&a, t, op)) continue;
           claimed++;
           for (int r = 0; r < n; r++)
-            term[r] = op == REF_PREMULSUM ? ref_apply(t, REF_PROD, F(t, x[r]), F(t, sc[r]))
-                                          : F(t, x[r]);
+            term[r] =
+                op == REF_PREMULSUM ? ref_apply(t, REF_PROD, F(t, x[r]), F(t, sc[r])) : F(t, x[r]);
           for (int r = 0; r < n; r++) rev[r] = term[n - 1 - r];
           int bop = op == REF_PROD ? REF_PROD : REF_SUM;
           ref_val results[3] = {ref_acc_result(&a, t, op), tree(t, bop, term, n),
@@ -540,8 +540,8 @@ static void test_determined(void) {
           const double exact = ref_acc_exact(&a, t, op);
           for (int m = 0; m < 3; m++)
             CHECK_MSG(results[m].f == exact && ref_acc_tolerance(&a, t, op) == 0.0,
-                      "type %s op %s n %d order %d: %a, exact %a, claimed exact",
-                      ref_type_name(t), ref_op_name(op), n, m, results[m].f, exact);
+                      "type %s op %s n %d order %d: %a, exact %a, claimed exact", ref_type_name(t),
+                      ref_op_name(op), n, m, results[m].f, exact);
           /* The last rank's term missing (for prod: a term other than +1 missing). */
           struct ref_acc d;
           acc_of(&d, t, op, x, sc, n - 1);
@@ -558,8 +558,8 @@ static void test_determined(void) {
       }
     }
   }
-  CHECK_MSG(claimed > 20000 && caught > 10000, "determined elements seen: %ld, drops: %ld",
-            claimed, caught);
+  CHECK_MSG(claimed > 20000 && caught > 10000, "determined elements seen: %ld, drops: %ld", claimed,
+            caught);
 }
 
 static void test_names(void) {

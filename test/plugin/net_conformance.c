@@ -933,7 +933,7 @@ static void close_in_order(worker_t* w, bool sender_first, bool keep_listen) {
     close_conn(w, &c, !send);
     ctl_sync(w, 2);
   } else {
-    ctl_sync(w, 2); /* the peer's close has returned */
+    ctl_sync(w, 2);           /* the peer's close has returned */
     close_conn(w, &c, !send); /* with keep_listen: the accepted comm first, the listen comm last */
   }
   ctl_sync(w, 3);

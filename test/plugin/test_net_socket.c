@@ -311,8 +311,10 @@ static void test_peer_close(bool close_receiver) {
   size_t n = 256 * (size_t)MiB;
   if (n < 2 * buffered) n = 2 * buffered;
   if (n > (size_t)1024 * MiB) {
-    CHECK_SKIPPED("peer_close: the kernel may buffer %zu MiB per connection here; a closed peer "
-                  "cannot be told from a finished transfer", buffered / MiB);
+    CHECK_SKIPPED(
+        "peer_close: the kernel may buffer %zu MiB per connection here; a closed peer "
+        "cannot be told from a finished transfer",
+        buffered / MiB);
     CHECK_EQ_INT(net->closeSend(s), ncclSuccess);
     CHECK_EQ_INT(net->closeRecv(r), ncclSuccess);
     return;

@@ -117,10 +117,10 @@ static void case_missing(void) {
                  "symmetric memory windows");
   /* 64 bytes stand in for NCCL's ncclDevComm / ncclDevCommRequirements (opaque here). */
   _Alignas(16) unsigned char dev[64] = {0}, reqs[64] = {0};
-  expect_missing("ncclDevCommCreate",
-                 ncclDevCommCreate(c, (const struct ncclDevCommRequirements*)reqs,
-                                   (struct ncclDevComm*)dev),
-                 "the device-side API (ncclDevComm)");
+  expect_missing(
+      "ncclDevCommCreate",
+      ncclDevCommCreate(c, (const struct ncclDevCommRequirements*)reqs, (struct ncclDevComm*)dev),
+      "the device-side API (ncclDevComm)");
   expect_missing("ncclDevCommDestroy", ncclDevCommDestroy(c, (const struct ncclDevComm*)dev),
                  "the device-side API (ncclDevComm)");
   /* Their pnccl twins say the same. */
@@ -198,11 +198,18 @@ static void case_version(void) {
 
 /* ---- simulate ------------------------------------------------------------------------------- */
 
-enum { SIM_ALLREDUCE, SIM_ALLGATHER, SIM_REDUCESCATTER, SIM_BROADCAST, SIM_REDUCE, SIM_ALLTOALL,
-       SIM_SENDRECV, SIM_NKINDS };
-static const char* const sim_names[SIM_NKINDS] = {"allreduce", "allgather", "reducescatter",
-                                                  "broadcast", "reduce",    "alltoall",
-                                                  "send/recv"};
+enum {
+  SIM_ALLREDUCE,
+  SIM_ALLGATHER,
+  SIM_REDUCESCATTER,
+  SIM_BROADCAST,
+  SIM_REDUCE,
+  SIM_ALLTOALL,
+  SIM_SENDRECV,
+  SIM_NKINDS
+};
+static const char* const sim_names[SIM_NKINDS] = {
+    "allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "send/recv"};
 
 /* One operation of `count` floats on every rank of `c`, inside a group closed by
  * ncclGroupSimulateEnd; returns the estimate (NAN when a call failed). */

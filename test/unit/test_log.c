@@ -203,9 +203,9 @@ static void case_thread_last_error(void) {
     int i = -1, n = -1, of = -1;
     char dots[128] = "";
     if (strncmp(line, head, strlen(head)) != 0 || msg == NULL ||
-        sscanf(msg, "NCCL INFO thread %d line %d of %d %127s", &i, &n, &of, dots) != 4 ||
-        i < 0 || i >= NTHREADS || n < 0 || n >= PER_THREAD || of != PER_THREAD ||
-        strlen(dots) != 60 || line[strlen(line) - 1] != '\n' || seen_line[i][n]++) {
+        sscanf(msg, "NCCL INFO thread %d line %d of %d %127s", &i, &n, &of, dots) != 4 || i < 0 ||
+        i >= NTHREADS || n < 0 || n >= PER_THREAD || of != PER_THREAD || strlen(dots) != 60 ||
+        line[strlen(line) - 1] != '\n' || seen_line[i][n]++) {
       if (bad++ < 5) fprintf(stderr, "log line %d broken or repeated: %s", lines, line);
     }
   }

@@ -88,16 +88,16 @@ static ncclResult_t mock_error(ncclResult_t r, const char* fmt, ...) {
 
 static size_t mock_type_size(int t) {
   switch (t) {
-  case ncclInt8:
-  case ncclUint8:
-  case ncclFloat8e4m3:
-  case ncclFloat8e5m2: return 1;
-  case ncclFloat16:
-  case ncclBfloat16: return 2;
-  case ncclInt32:
-  case ncclUint32:
-  case ncclFloat32: return 4;
-  default: return 8;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    default: return 8;
   }
 }
 
@@ -116,11 +116,11 @@ static const struct mock_fmt mock_e5m2 = {8, 3, -14, 15, 57344.0, 1};
 
 static const struct mock_fmt* mock_fmt_of(int t) {
   switch (t) {
-  case ncclFloat16: return &mock_half;
-  case ncclBfloat16: return &mock_bf16;
-  case ncclFloat8e4m3: return &mock_e4m3;
-  case ncclFloat8e5m2: return &mock_e5m2;
-  default: return NULL;
+    case ncclFloat16: return &mock_half;
+    case ncclBfloat16: return &mock_bf16;
+    case ncclFloat8e4m3: return &mock_e4m3;
+    case ncclFloat8e5m2: return &mock_e5m2;
+    default: return NULL;
   }
 }
 
@@ -220,21 +220,21 @@ static int mock_is_signed(int t) { return t == ncclInt8 || t == ncclInt32 || t =
 /* Integer elements as 64-bit words: signed types sign-extended, unsigned ones zero-extended. */
 static uint64_t mock_load_int(int t, const void* base, size_t i) {
   switch (t) {
-  case ncclInt8: return (uint64_t)(int64_t)((const int8_t*)base)[i];
-  case ncclUint8: return ((const uint8_t*)base)[i];
-  case ncclInt32: return (uint64_t)(int64_t)((const int32_t*)base)[i];
-  case ncclUint32: return ((const uint32_t*)base)[i];
-  default: return ((const uint64_t*)base)[i];
+    case ncclInt8: return (uint64_t)(int64_t)((const int8_t*)base)[i];
+    case ncclUint8: return ((const uint8_t*)base)[i];
+    case ncclInt32: return (uint64_t)(int64_t)((const int32_t*)base)[i];
+    case ncclUint32: return ((const uint32_t*)base)[i];
+    default: return ((const uint64_t*)base)[i];
   }
 }
 
 static void mock_store_int(int t, void* base, size_t i, uint64_t v) {
   switch (t) {
-  case ncclInt8:
-  case ncclUint8: ((uint8_t*)base)[i] = (uint8_t)v; break;
-  case ncclInt32:
-  case ncclUint32: ((uint32_t*)base)[i] = (uint32_t)v; break;
-  default: ((uint64_t*)base)[i] = v; break;
+    case ncclInt8:
+    case ncclUint8: ((uint8_t*)base)[i] = (uint8_t)v; break;
+    case ncclInt32:
+    case ncclUint32: ((uint32_t*)base)[i] = (uint32_t)v; break;
+    default: ((uint64_t*)base)[i] = v; break;
   }
 }
 
@@ -275,8 +275,7 @@ static void mock_reduce_elem(int t, int op, int n, int drop_last, unsigned char*
       }
       acc = mock_wrap_int(t, acc);
     }
-    if (op == ncclAvg)
-      acc = sgn ? (uint64_t)((int64_t)acc / n) : acc / (uint64_t)n;
+    if (op == ncclAvg) acc = sgn ? (uint64_t)((int64_t)acc / n) : acc / (uint64_t)n;
     mock_store_int(t, out, i, acc);
     return;
   }
