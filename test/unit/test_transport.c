@@ -1182,6 +1182,14 @@ static int net_rank(int rank, const job_t* j) {
     EXPECT_MSG(proxy_sweeps(t->proxy) - s1 <= 1, "proxy idle but sweeping: %llu then %llu sweeps",
                (unsigned long long)(s1 - s0), (unsigned long long)(proxy_sweeps(t->proxy) - s1));
   }
+  /* A launch whose kernel never started (an error between the mark and the launch): abandoning
+   * it drops the active count at once, or the proxy would sweep forever for a kernel that is
+   * not there (what enqueue's error paths call). */
+  EXPECT(proxy_active(t->proxy) == 0);
+  EXPECT(transport_launch_begin(t, NULL, 0) == ncclSuccess);
+  EXPECT(proxy_active(t->proxy) == 1);
+  transport_launch_abandon(t, NULL, 0);
+  EXPECT(proxy_active(t->proxy) == 0);
   /* Many short launches of one step each, some after a pause long enough for the proxy to fall
    * asleep: a launch mark that failed to wake it would leave its step undelivered. */
   {
