@@ -275,11 +275,17 @@ static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_inf
   int saved = -1;
   if (cuda_get_device(&saved) != ncclSuccess) saved = -1;
   res = enqueue_group_connect(list);
+  /* Switch devices only when needed: a launch of one small operation costs well under a
+   * microsecond of host time, and a cudaSetDevice is a good part of that. */
+  int current = saved;
   for (enq_comm_t* dp = list; dp && res == ncclSuccess; dp = dp->group_next) {
-    res = cuda_set_device(dp->cuda_dev);
+    if (dp->cuda_dev != current) {
+      res = cuda_set_device(dp->cuda_dev);
+      current = res == ncclSuccess ? dp->cuda_dev : -1;
+    }
     if (res == ncclSuccess) res = enqueue_plan_launch(dp);
   }
-  if (saved >= 0) cuda_set_device(saved);
+  if (saved >= 0 && current != saved) cuda_set_device(saved);
   enqueue_group_release(list); /* what was not launched after an error */
   return res;
 }
