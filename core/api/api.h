@@ -28,7 +28,5 @@ ncclResult_t api_missing(const char* func, const char* feature);
   } while (0)
 
 ncclResult_t api_check_datatype(const char* func, ncclDataType_t datatype);
-/* Bytes per element of a valid datatype. */
-size_t api_type_size(ncclDataType_t datatype);
 
 #endif

@@ -27,8 +27,8 @@ static ncclResult_t api_check_op(const char* f, ncclComm_t comm, ncclDataType_t 
  * be a mistake, and the data path computes with those sizes. */
 static ncclResult_t api_check_count(const char* f, const char* what, size_t count,
                                     ncclDataType_t datatype, int blocks) {
-  size_t esize = api_type_size(datatype);
-  if (count <= SIZE_MAX / esize / (size_t)blocks) return ncclSuccess;
+  size_t esize = enqueue_type_size(datatype); /* 0 for a bad datatype: its own check reports it */
+  if (esize == 0 || count <= SIZE_MAX / esize / (size_t)blocks) return ncclSuccess;
   if (blocks > 1)
     WARN("%s: %s %zu is too large: %s x nranks (%d) x %zu bytes per element overflows size_t", f,
          what, count, what, blocks, esize);

@@ -21,21 +21,6 @@ ncclResult_t api_check_datatype(const char* func, ncclDataType_t datatype) {
   return ncclSuccess;
 }
 
-size_t api_type_size(ncclDataType_t datatype) {
-  switch (datatype) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
-    case ncclFloat16:
-    case ncclBfloat16: return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32: return 4;
-    default: return 8; /* ncclInt64, ncclUint64, ncclFloat64 */
-  }
-}
-
 NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
   API_CHECK_PTR("ncclGetVersion", version);
   *version = NCCL_VERSION_CODE;

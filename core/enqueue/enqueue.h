@@ -142,6 +142,9 @@ typedef struct enq_op {
  * planned and launched now. Returns once it is enqueued on its stream. */
 ncclResult_t enqueue_op(enq_comm_t* dp, const enq_op_t* op);
 
+/* Bytes of one element of type (the kernels' definition); 0 for an invalid type. */
+size_t enqueue_type_size(ncclDataType_t type);
+
 /* Bytes of device and host memory the data path holds (connections and device structures). */
 void enqueue_comm_mem_usage(const enq_comm_t* dp, uint64_t* dev_p, uint64_t* host_p);
 

@@ -360,6 +360,8 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
   free(dp);
 }
 
+size_t enqueue_type_size(ncclDataType_t type) { return kern_type_size(type); }
+
 void enqueue_comm_mem_usage(const enq_comm_t* dp, uint64_t* dev_p, uint64_t* host_p) {
   uint64_t tdev = 0, thost = 0;
   if (dp->transport) transport_mem_usage(dp->transport, &tdev, &thost);
