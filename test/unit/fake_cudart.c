@@ -29,8 +29,6 @@ cudaError_t __wrap_cudaGetDevice(int* d);
 cudaError_t __wrap_cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int d);
 cudaError_t __wrap_cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, size_t sh, cudaStream_t s);
 
-
-
 cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   (void)flags;
   *s = (cudaStream_t)malloc(1);
