@@ -47,7 +47,7 @@ typedef struct comm_peer_info {
   int32_t pid;
   int32_t mp_count; /* multiprocessors of the rank's GPU */
   int32_t mps;      /* 1: the rank's process is an MPS client on that GPU */
-  int32_t pad;
+  int32_t hw_queues; /* the process's hardware work queues per device (comm_hw_queues) */
 } comm_peer_info_t;
 
 struct ncclComm {

@@ -235,6 +235,17 @@ static ncclResult_t comm_topology(ncclComm_t comm, const comm_peer_info_t* peers
   return res;
 }
 
+/* Hardware work queues the CUDA runtime gives this process per device: streams beyond them
+ * share queues, where a kernel waits behind the ones queued before it. CUDA's own variable
+ * (CUDA_DEVICE_MAX_CONNECTIONS, read when CUDA starts; default 8); an MPS client gets fewer by
+ * default: on an H100 under MPS, 4 ranks of one process hung in a group of several operations
+ * and passed with CUDA_DEVICE_MAX_CONNECTIONS=32, 2 ranks passed; 2 is assumed. */
+static int32_t comm_hw_queues(int mps) {
+  const char* s = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  int v = s != NULL ? atoi(s) : 0;
+  return v > 0 ? v : mps ? 2 : 8;
+}
+
 /* Fewest CTAs per rank that the data path needs when ranks share a GPU: the send/recv batches
  * of AlltoAll-like operations put 8 operations of one CTA each in one launch. */
 #define COMM_SHARED_MIN_CTAS 8
@@ -274,6 +285,22 @@ static ncclResult_t comm_gpu_sharing(ncclComm_t comm, const comm_peer_info_t* pe
       }
     }
     if (share <= 1) continue;
+    /* Ranks of one process on one GPU run their kernels from different streams of one context:
+     * each needs a hardware queue of its own, or one rank's kernel can sit behind another's that
+     * waits for it. */
+    int same_process = 0;
+    for (int q = 0; q < n; q++)
+      same_process += peers[q].host_hash == peers[r].host_hash && peers[q].bus_id == peers[r].bus_id &&
+                      peers[q].pid_hash == peers[r].pid_hash;
+    if (same_process > peers[r].hw_queues) {
+      WARN("%d ranks of one process (rank %d's) share the GPU at PCI %llx, but the process has %d "
+           "hardware work queues per device (CUDA_DEVICE_MAX_CONNECTIONS%s): one rank's kernel "
+           "could wait in a queue behind another's that waits for it; set "
+           "CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment before CUDA starts", same_process, r,
+           (unsigned long long)peers[r].bus_id, peers[r].hw_queues,
+           peers[r].mps ? " unset: an MPS client gets few" : " or its default of 8");
+      return ncclInvalidUsage;
+    }
     int cap = peers[r].mp_count / (2 * share);
     if (cap < COMM_SHARED_MIN_CTAS) {
       WARN("CHOIR_RANKS_SHARE_GPU: %d ranks share the GPU at PCI %llx, which has %d "
@@ -312,6 +339,7 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
   me->pid = (int32_t)getpid();
   CHECK(cuda_device_mp_count(comm->cuda_dev, &me->mp_count));
   CHECK(cuda_device_mps(comm->cuda_dev, &me->mps));
+  me->hw_queues = comm_hw_queues(me->mps);
   ncclResult_t res = bootstrap_allgather(bs, peers, sizeof(*peers));
   if (res != ncclSuccess) {
     free(peers);

@@ -1943,6 +1943,10 @@ int main(int argc, char** argv) {
    * before the library is first used, and before the processes are forked; a value the caller
    * set wins (CHOIR_RANKS_SHARE_GPU=0 checks the refusal). */
   if (o.rpg > 1) setenv("CHOIR_RANKS_SHARE_GPU", "1", 0);
+  /* Ranks of one process on one GPU need a hardware queue per stream, or one rank's kernel can
+   * wait in a queue behind another's that waits for it (an MPS client has few by default: 4 ranks
+   * hung in the groups case on an H100). Read when CUDA starts: set it now. */
+  if (o.rpg > 1) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   /* The per-GPU processes are forked first, before this process touches CUDA. */
   if (o.modes & CC_MODE_PROCS) {
     rc = cc_run_procs(&o, &cases, &failed);

@@ -412,6 +412,29 @@ static void case_shared_gpu_too_many(void) {
   CHECK_CONTAINS(ncclGetLastError(NULL), "put at most 3 ranks on it");
 }
 
+/* Ranks of one process on one GPU need a hardware queue each: refused beyond
+ * CUDA_DEVICE_MAX_CONNECTIONS (default 8; an MPS client is assumed to have 2 unless it is set). */
+static void case_shared_gpu_queues(void) {
+  ncclComm_t c[9];
+  int devs[9] = {0};
+  setenv("CHOIR_RANKS_SHARE_GPU", "1", 1);
+  setenv("CHOIR_FAKE_SMS", "400", 1); /* 400 / (2 x 9) = 22 CTAs each: the cap is not the limit */
+  CHECK_EQ_INT(ncclCommInitAll(c, 9, devs), ncclInvalidUsage);
+  CHECK_CONTAINS(ncclGetLastError(NULL), "9 ranks of one process (rank 0's) share the GPU");
+  CHECK_CONTAINS(ncclGetLastError(NULL), "has 8 hardware work queues");
+  CHECK_CONTAINS(ncclGetLastError(NULL), "set CUDA_DEVICE_MAX_CONNECTIONS=32");
+  CHECK_EQ_INT(ncclCommInitAll(c, 8, devs), ncclSuccess);
+  for (int r = 0; r < 8; r++) CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  setenv("CHOIR_FAKE_MPS", "1", 1);
+  CHECK_EQ_INT(ncclCommInitAll(c, 3, devs), ncclInvalidUsage);
+  CHECK_CONTAINS(ncclGetLastError(NULL), "an MPS client gets few");
+  CHECK_EQ_INT(ncclCommInitAll(c, 2, devs), ncclSuccess);
+  for (int r = 0; r < 2; r++) CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);
+  CHECK_EQ_INT(ncclCommInitAll(c, 9, devs), ncclSuccess);
+  for (int r = 0; r < 9; r++) CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+}
+
 /* Processes sharing a GPU: only under MPS (emulated: CHOIR_FAKE_MPS), where creation, split and
  * shrink work as on separate GPUs; without MPS every rank fails at creation, naming MPS. */
 static void case_shared_gpu_procs(void) {
@@ -627,6 +650,7 @@ int main(int argc, char** argv) {
   fork_case("shared_gpu_too_many", case_shared_gpu_too_many);
   fork_case("one_rank_data_path", case_one_rank_data_path);
   fork_case("shared_gpu_procs", case_shared_gpu_procs);
+  fork_case("shared_gpu_queues", case_shared_gpu_queues);
 #endif
   fork_case("nonblocking", case_nonblocking);
   fork_case("nonblocking_single", case_nonblocking_single);
