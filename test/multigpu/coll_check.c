@@ -1943,10 +1943,6 @@ int main(int argc, char** argv) {
    * before the library is first used, and before the processes are forked; a value the caller
    * set wins (CHOIR_RANKS_SHARE_GPU=0 checks the refusal). */
   if (o.rpg > 1) setenv("CHOIR_RANKS_SHARE_GPU", "1", 0);
-  /* Ranks of one process on one GPU need a hardware queue per stream, or one rank's kernel can
-   * wait in a queue behind another's that waits for it (an MPS client has few by default: 4 ranks
-   * hung in the groups case on an H100). Read when CUDA starts: set it now. */
-  if (o.rpg > 1) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   /* The per-GPU processes are forked first, before this process touches CUDA. */
   if (o.modes & CC_MODE_PROCS) {
     rc = cc_run_procs(&o, &cases, &failed);
@@ -1956,6 +1952,12 @@ int main(int argc, char** argv) {
       worst = rc;
   }
   if (o.modes & CC_MODE_THREADS) {
+    /* Ranks of one process on one GPU need a hardware queue per stream, or one rank's kernel can
+     * wait in a queue behind another's that waits for it (an MPS client has few by default: 4
+     * ranks hung in the groups case on an H100). Read when CUDA starts in this process, after the
+     * procs mode's children are gone; not for them: one rank each, and 32 queues per MPS client
+     * made their contexts fail (out of memory) with 4 of them. */
+    if (o.rpg > 1) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     for (int init = CC_INIT_ALL; init <= CC_INIT_GROUP; init <<= 1) {
       if (!(o.inits & init)) continue;
       rc = cc_run_threads(&o, init, &cases, &failed);

@@ -1000,9 +1000,11 @@ static int perf_proc_main(struct perf_world* w, void* arg) {
  * wins. */
 static void perf_share_env(const struct perf_opts* o) {
   if (o->ranks_per_gpu > 1) setenv("CHOIR_RANKS_SHARE_GPU", "1", 0);
-  /* A hardware queue per stream for the ranks of one process on one GPU (see Choir's README,
-   * CHOIR_RANKS_SHARE_GPU); read when CUDA starts. */
-  if (o->ranks_per_gpu > 1) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  /* A hardware queue per stream where one process drives several ranks of one GPU (see Choir's
+   * README, CHOIR_RANKS_SHARE_GPU); read when CUDA starts. Not for one rank per process: 32
+   * queues per MPS client made 4 processes' contexts fail (out of memory). */
+  if (o->ranks_per_gpu > 1 && o->nthreads * o->ngpus > 1)
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 }
 
 int perf_main(int coll, int argc, char** argv) {
