@@ -74,7 +74,7 @@ static ncclResult_t api_enqueue(ncclComm_t comm, enq_kind_t kind, const void* se
 
 static ncclResult_t api_reduction(const char* f, ncclComm_t comm, ncclDataType_t datatype,
                                   ncclRedOp_t op) {
-  OP_CHECK(api_check_op(f, comm, datatype));
+  CHECK(api_check_op(f, comm, datatype)); /* the callers' OP_CHECK makes it the group's error */
   CHECK(api_check_redop(f, op));
   CHECK(enqueue_redop_check(comm->dp, f, op, datatype));
   return ncclSuccess;

@@ -262,10 +262,11 @@ static ncclResult_t comm_gpu_sharing(ncclComm_t comm, const comm_peer_info_t* pe
   comm->gpu_share = 1;
   comm->cta_cap = 0;
   for (int r = 0; r < n; r++) {
-    int share = 0;
+    int share = 0, same_process = 0; /* ranks on r's GPU; of them, in r's process */
     for (int q = 0; q < n; q++) {
       if (peers[q].host_hash != peers[r].host_hash || peers[q].bus_id != peers[r].bus_id) continue;
       share++;
+      same_process += peers[q].pid_hash == peers[r].pid_hash;
       if (q <= r) continue;
       if (!param_int(PARAM_RANKS_SHARE_GPU)) {
         WARN("duplicate GPU: ranks %d and %d of this communicator both use the GPU at PCI %llx "
@@ -288,10 +289,6 @@ static ncclResult_t comm_gpu_sharing(ncclComm_t comm, const comm_peer_info_t* pe
     /* Ranks of one process on one GPU run their kernels from different streams of one context:
      * each needs a hardware queue of its own, or one rank's kernel can sit behind another's that
      * waits for it. */
-    int same_process = 0;
-    for (int q = 0; q < n; q++)
-      same_process += peers[q].host_hash == peers[r].host_hash && peers[q].bus_id == peers[r].bus_id &&
-                      peers[q].pid_hash == peers[r].pid_hash;
     if (same_process > peers[r].hw_queues) {
       WARN("%d ranks of one process (rank %d's) share the GPU at PCI %llx, but the process has %d "
            "hardware work queues per device (CUDA_DEVICE_MAX_CONNECTIONS%s): one rank's kernel "

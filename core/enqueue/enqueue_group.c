@@ -24,10 +24,12 @@ ncclResult_t enqueue_group_fail(ncclResult_t res) {
   return res;
 }
 
-/* Walk the open group's jobs; with `cancel`, unlink the matching ones and complete them with res
- * (a completion may free its job: it is unlinked first). */
+typedef enum { ENQ_MATCH_COUNT, ENQ_MATCH_CANCEL } enq_match_t;
+
+/* Walk the open group's jobs and count the matching ones; CANCEL also unlinks them and completes
+ * them with res (a completion may free its job: it is unlinked first). */
 static int enqueue_group_match(bool (*match)(const group_job_t*, const void*), const void* ctx,
-                               bool cancel, ncclResult_t res) {
+                               enq_match_t what, ncclResult_t res) {
   int n = 0;
   group_job_t** link = &enqueue_group_jobs;
   group_job_t* prev = NULL;
@@ -39,7 +41,7 @@ static int enqueue_group_match(bool (*match)(const group_job_t*, const void*), c
       continue;
     }
     n++;
-    if (!cancel) {
+    if (what == ENQ_MATCH_COUNT) {
       prev = j;
       link = &j->next;
       continue;
@@ -53,12 +55,12 @@ static int enqueue_group_match(bool (*match)(const group_job_t*, const void*), c
 }
 
 int enqueue_group_holds(bool (*match)(const group_job_t*, const void*), const void* ctx) {
-  return enqueue_group_match(match, ctx, false, ncclSuccess);
+  return enqueue_group_match(match, ctx, ENQ_MATCH_COUNT, ncclSuccess);
 }
 
 int enqueue_group_cancel(bool (*match)(const group_job_t*, const void*), const void* ctx,
                          ncclResult_t res) {
-  return enqueue_group_match(match, ctx, true, res);
+  return enqueue_group_match(match, ctx, ENQ_MATCH_CANCEL, res);
 }
 
 static ncclResult_t enqueue_job_run(group_job_t* job) {
