@@ -139,20 +139,61 @@ const char* kern_last_error(void);
 #define KERN_MAX_P2P_CHANNELS 32   /* connections per peer and direction for send/recv */
 #define KERN_NTHREADS 512          /* threads per CTA of the collective and p2p kernels */
 
+/* Protocols, with NCCL's numbering (NCCL_PROTO_LL/LL128/SIMPLE, the tuner ABI's table index).
+ *   SIMPLE  the slot holds plain data; the sender publishes tail after a system-scope fence and
+ *           the receiver polls tail before reading.
+ *   LL      16-byte lines {data0 u32, flag0 u32, data1 u32, flag1 u32}: 8 bytes of data and the
+ *           step's flag twice, written by one 16-byte store; the receiver polls the flags of
+ *           each line, so no fence and no tail per step (8 data bytes per 16 moved).
+ *   LL128   128-byte lines: 120 bytes of data and one 8-byte flag (the line's last 8 bytes),
+ *           written by one warp-wide store of the whole line; valid only where the link keeps
+ *           128-byte stores whole (NVLink, the same GPU).
+ * The flag of a line written at step s (the connection's step counter, shared by every protocol)
+ * is (uint32_t)(s + 1) for LL and (uint64_t)(s + 1) for LL128: a line left from an earlier step
+ * never carries it, so a protocol's buffer must only ever hold that protocol's lines. */
+typedef enum {
+  KERN_PROTO_LL = 0,
+  KERN_PROTO_LL128 = 1,
+  KERN_PROTO_SIMPLE = 2,
+  KERN_PROTO_NUM = 3
+} kern_proto_t;
+
+#define KERN_LL_LINE_BYTES 16
+#define KERN_LL128_LINE_BYTES 128
+#define KERN_LL128_LINE_DATA 120
+
+/* Data bytes one step of protocol `proto` moves at most through a slot of slot_bytes bytes, a
+ * multiple of 16 (0 when the slot cannot hold one unit). Host and device use it alike: a step
+ * moves min(work chunk_bytes, this), so both ends of a connection agree. */
+static inline uint32_t kern_proto_step_capacity(int proto, uint32_t slot_bytes) {
+  uint32_t b = proto == KERN_PROTO_LL      ? slot_bytes / KERN_LL_LINE_BYTES * 8u
+               : proto == KERN_PROTO_LL128 ? slot_bytes / KERN_LL128_LINE_BYTES * KERN_LL128_LINE_DATA
+                                           : slot_bytes;
+  return b & ~15u;
+}
+
 typedef struct kern_conn {
-  /* KERN_NSLOTS * slot_bytes bytes. Receive end: where data arrives (read here). Send end:
-   * the peer's receive buffer (written here). Device-accessible (peer-mapped or host-mapped). */
-  char* buff;
+  /* Per protocol (kern_proto_t), KERN_NSLOTS * slot_bytes[p] bytes, NULL when the connection
+   * was made without that protocol (slot_bytes[p] == 0). Receive end: where data arrives (read
+   * here). Send end: the peer's receive buffer (written here). Device-accessible (peer-mapped
+   * or host-mapped). A protocol whose bit is set in tail_sync may share the SIMPLE buffer. */
+  char* buff[KERN_PROTO_NUM];
   uint64_t* tail;      /* see above; device-accessible from both ends */
   uint64_t* head;
   uint64_t step;       /* slots moved by this end so far (owned by the kernels, starts at 0) */
-  uint32_t slot_bytes; /* multiple of 16 */
+  uint32_t slot_bytes[KERN_PROTO_NUM]; /* multiples of 128; 0: protocol not made */
   uint32_t connected;  /* 1 once the transport filled it; a kernel never uses one that is 0 */
   uint32_t transport;  /* kern_transport_t, for logs and tests */
-  uint32_t pad;
+  /* Bit p (1u << kern_proto_t): protocol p synchronizes like SIMPLE on this connection (the
+   * sender publishes tail, and the byte count where sizes is set; the receiver waits for tail)
+   * instead of polling its lines' flags. Set by the transport where the lines cannot be polled:
+   * the network (the proxy moves whole slots), and LL128 over host memory (PCIe does not keep
+   * 128-byte stores whole). The line format is the same either way. SIMPLE's bit is ignored. */
+  uint32_t tail_sync;
   /* Net send ends only (NULL otherwise): KERN_NSLOTS byte counts, host-mapped. The sender
    * writes slot i's count to sizes[i % KERN_NSLOTS] before publishing tail, so that the proxy
-   * thread knows how much to hand to the network (the receiver computes its own). */
+   * thread knows how much to hand to the network (the receiver computes its own). For LL and
+   * LL128 the count is of line bytes (flags included). */
   uint32_t* sizes;
 } kern_conn_t;
 
@@ -200,7 +241,8 @@ typedef enum {
  * (sendbuff holds nranks blocks). Every rank's slot_bytes of a ring connection must be equal.
  * Semantics of op, scalar and divisor as for reduce-copy (avg: divisor = nranks).
  * The kernel splits the buffer into nchannels parts of whole 16-byte units; channel c moves
- * its part in slices of at most chunk_bytes (a multiple of 16, at most the slot size).
+ * its part in steps of at most min(chunk_bytes, kern_proto_step_capacity(proto, slot)) bytes
+ * (chunk_bytes a multiple of 16), with proto's line format and synchronization.
  */
 typedef struct kern_coll_work {
   const void* sendbuff;
@@ -215,8 +257,10 @@ typedef struct kern_coll_work {
   int32_t root;      /* Broadcast, Reduce */
   int32_t divisor;
   int32_t nchannels;
-  uint32_t chunk_bytes;
-  uint32_t pad;
+  uint32_t chunk_bytes; /* data bytes per step at most (capped by kern_proto_step_capacity) */
+  int32_t algo;         /* NCCL_ALGO_RING: the only algorithm built */
+  int32_t proto;        /* kern_proto_t; the ring connections must have its buffers */
+  uint32_t nthreads;    /* threads per CTA: a multiple of 32 in [64, KERN_NTHREADS] */
 } kern_coll_work_t;
 
 /* One send, receive or local copy of a p2p batch. A send (recv) to/from peer uses the p2p
@@ -276,9 +320,9 @@ KERN_STATIC_ASSERT(offsetof(kern_reduce_copy_args_t, nctas) == 132,
                    "kern_reduce_copy_args_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_reduce_copy_args_t) == 136, "kern_reduce_copy_args_t size");
 KERN_STATIC_ASSERT(KERN_RC_MAX_SRCS <= 32, "preop_mask has one bit per source");
-KERN_STATIC_ASSERT(sizeof(kern_conn_t) == 56, "kern_conn_t layout");
-KERN_STATIC_ASSERT(sizeof(kern_channel_t) == 136, "kern_channel_t layout");
-KERN_STATIC_ASSERT(sizeof(kern_coll_work_t) == 80, "kern_coll_work_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_conn_t) == 80, "kern_conn_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_channel_t) == 184, "kern_channel_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_coll_work_t) == 88, "kern_coll_work_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_p2p_op_t) == 32, "kern_p2p_op_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_p2p_batch_t) <= 4096, "a p2p batch fits the classic parameter space");
 

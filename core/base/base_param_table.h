@@ -114,6 +114,17 @@ PARAM_INT(MAX_NCHANNELS, "NCCL_MAX_NCHANNELS", -1,
 /* data path */
 PARAM_INT(BUFFSIZE, "NCCL_BUFFSIZE", 4194304,
           "bytes of each ring connection's receive buffer (8 slots); a multiple of 128 KiB is best")
+PARAM_INT(LL_BUFFSIZE, "NCCL_LL_BUFFSIZE", 524288,
+          "bytes of each ring connection's LL buffer (8 slots of 16-byte lines, half of it data)")
+PARAM_INT(LL128_BUFFSIZE, "NCCL_LL128_BUFFSIZE", 4915200,
+          "bytes of each ring connection's LL128 buffer (8 slots of 128-byte lines, 120 bytes of "
+          "each data)")
+PARAM_STR(ALGO, "NCCL_ALGO", NULL,
+          "algorithms the plan may use: a list (ring,tree), ^ to exclude, or per collective "
+          "(allreduce:tree,ring;broadcast:ring); Choir builds ring only")
+PARAM_STR(PROTO, "NCCL_PROTO", NULL,
+          "protocols the plan may use: LL, LL128, Simple as a list, ^ to exclude, or per "
+          "collective (allreduce:LL,Simple;allgather:^LL128)")
 PARAM_INT(P2P_NVL_CHUNKSIZE, "NCCL_P2P_NVL_CHUNKSIZE", 524288,
           "slot size in bytes of send/recv connections over NVLink")
 PARAM_STR(PROXY_TRACE, "CHOIR_PROXY_TRACE", NULL,

@@ -14,16 +14,17 @@ DEPENDS = {
     "bootstrap": ["base"],
     "topo": ["base", "plugin"],
     "graph": ["base", "topo"],
+    "tune": ["base", "plugin"],
     "proxy": ["base", "plugin"],
     "transport": ["base", "plugin", "bootstrap", "topo", "proxy"],
-    "enqueue": ["base", "bootstrap", "topo", "graph", "transport"],
-    "comm": ["base", "bootstrap", "topo", "graph", "transport", "enqueue"],
+    "enqueue": ["base", "bootstrap", "topo", "graph", "transport", "tune"],
+    "comm": ["base", "bootstrap", "topo", "graph", "transport", "tune", "enqueue"],
     "api": ["base", "plugin", "enqueue", "comm"],
     "info": ["base", "plugin"],
 }
 
 # Modules that may include the kernels' C boundary (kernels/kernels.h).
-KERNEL_USERS = {"proxy", "transport", "enqueue"}
+KERNEL_USERS = {"proxy", "transport", "tune", "enqueue"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 

@@ -1,0 +1,98 @@
+/*
+ * core/tune: the cost model and the plan's choice of (algorithm, protocol, channels, threads,
+ * chunk) for one operation, between the graph (which says what the links are) and enqueue
+ * (which launches what was chosen).
+ *
+ * The model: a time per (algorithm, protocol) for a collective of nBytes on this communicator,
+ *   time = latency(algo, proto, link) * steps + nBytes * factor(coll, algo) / bandwidth(...)
+ * from one declarative table of constants per link type (NVLink, PCIe, shm, network, the same
+ * GPU shared by several ranks) and the graph's per-channel bandwidths. Unusable entries (an
+ * algorithm not built, a protocol the connections lack, a protocol NCCL_PROTO excludes) cost
+ * NCCL_ALGO_PROTO_IGNORE (-1.0), as in the tuner ABI's cost table.
+ *
+ * Knobs (read once per communicator, at tune_create):
+ *   NCCL_ALGO, NCCL_PROTO  NCCL 2.24 syntax: a list ("ring,tree"), "^" to exclude ("^LL128"),
+ *                          or per collective ("allreduce:tree,ring;broadcast:ring"); names are
+ *                          case-insensitive. A value that leaves some collective with no usable
+ *                          (algorithm, protocol) fails tune_create with ncclInvalidUsage and a WARN
+ *                          naming the knob, the collective and what is built.
+ * The tuner plugin (NCCL_TUNER_PLUGIN; v2..v6, adapted to the v6 calls): init after the
+ * topology, getCollInfo with the cost table on every choice (it may change costs and the channel
+ * count), getChunkSize where it exists, finalize at tune_destroy. Its answer must not depend on
+ * the rank: it is asked with the same inputs on every rank.
+ *
+ * Every rank of a communicator that calls tune_create with equal tune_topo_t and environment
+ * gets equal choices for equal (coll, nBytes, numPipeOps) - the plan relies on it.
+ */
+#ifndef CHOIR_TUNE_H
+#define CHOIR_TUNE_H
+
+#include <stdint.h>
+
+#include "base.h"
+#include "nccl_common.h"
+
+typedef enum {
+  TUNE_LINK_NVLINK = 0,   /* GPUs of a node through NVLink (p2p transport) */
+  TUNE_LINK_PCIE = 1,     /* GPUs of a node through PCIe peer access (p2p transport) */
+  TUNE_LINK_SHM = 2,      /* GPUs of a node through host shared memory */
+  TUNE_LINK_NET = 3,      /* through the net plugin (other nodes, or p2p and shm off) */
+  TUNE_LINK_SAME_GPU = 4, /* ranks sharing one GPU (CHOIR_RANKS_SHARE_GPU), p2p on the device */
+  TUNE_LINK_NUM = 5
+} tune_link_t;
+
+/* What the model knows of the communicator: equal on every rank. */
+typedef struct tune_topo {
+  int nranks;
+  int nnodes;
+  int local_ranks;        /* most ranks on one node */
+  int gpu_share;          /* most ranks on one GPU (1: none share) */
+  tune_link_t link_intra; /* the slowest link of the ring's hops inside a node */
+  tune_link_t link_inter; /* between nodes (TUNE_LINK_NET); = link_intra with one node */
+  int ring_nchannels;     /* ring channels connected (every limit already applied), >= 1 */
+  float bw_intra;         /* graph GB/s per channel inside a node; <= 0: the table's */
+  float bw_inter;         /* graph GB/s per channel between nodes; <= 0: the table's */
+  int cta_cap;            /* most CTAs per launch (0: no cap) */
+  int cuda_arch;          /* 90 for sm_90 */
+  /* Protocols the ring connections were made with (bit 1 << NCCL_PROTO_*) and their slot
+   * sizes (for the chunk: a step moves at most kern_proto_step_capacity(proto, slot)). */
+  uint32_t proto_mask;
+  uint32_t slot_bytes[NCCL_NUM_PROTOCOLS];
+  uint32_t algo_mask;     /* algorithms built (bit 1 << NCCL_ALGO_*): NCCL_ALGO_RING today */
+} tune_topo_t;
+
+typedef struct tune tune_t; /* one per communicator */
+
+/* Build the model for topo, parse NCCL_ALGO / NCCL_PROTO, open the tuner plugin (if any) and
+ * call its init. comm_hash and rank are for logs and the plugin. */
+ncclResult_t tune_create(const tune_topo_t* topo, uint64_t comm_hash, int rank, tune_t** t_p);
+/* Calls the plugin's finalize and frees. Safe with NULL. */
+void tune_destroy(tune_t* t);
+
+/* The plan's decision for one operation. */
+typedef struct tune_choice {
+  int algo;             /* NCCL_ALGO_* */
+  int proto;            /* NCCL_PROTO_* */
+  int nchannels;        /* 1..topo.ring_nchannels */
+  int nthreads;         /* threads per CTA, multiple of 32 */
+  uint32_t chunk_bytes; /* data bytes per step (multiple of 16, within the protocol's capacity) */
+  float time_us;        /* the model's estimate (after the tuner) */
+} tune_choice_t;
+
+/*
+ * Choose for a collective (ncclFuncBroadcast .. ncclFuncAllReduce). nbytes is NCCL's nBytes:
+ * count * type size, times nranks for AllGather and ReduceScatter (the tuner ABI's convention).
+ * numPipeOps: operations of the group planned together (1 for one). One INFO line under
+ * NCCL_DEBUG_SUBSYS=TUNING per call: the operation, the choice, its estimate, and whether the
+ * tuner or a knob changed it. Errors: ncclInvalidUsage when nothing usable is left (cannot
+ * happen after a successful tune_create), the plugin's error when getCollInfo fails.
+ */
+ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
+                         tune_choice_t* out);
+
+/* The model's time in microseconds for one operation of any ncclFunc_t (send/recv, AlltoAll,
+ * Gather and Scatter included: bytes is what this rank sends), without the plugin: for
+ * ncclGroupSimulateEnd. */
+float tune_estimate_us(const tune_t* t, ncclFunc_t coll, uint64_t nbytes);
+
+#endif
