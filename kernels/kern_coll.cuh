@@ -49,19 +49,19 @@ struct conn_io {
 };
 
 __device__ __forceinline__ void io_load_recv(conn_io& io, const kern_conn_t* c) {
-  io.rbuf = c->buff;
+  io.rbuf = c->buff[KERN_PROTO_SIMPLE];
   io.rtail = c->tail;
   io.rhead = c->head;
   io.rstep = c->step;
-  io.rslot = c->slot_bytes;
+  io.rslot = c->slot_bytes[KERN_PROTO_SIMPLE];
 }
 
 __device__ __forceinline__ void io_load_send(conn_io& io, const kern_conn_t* c) {
-  io.sbuf = c->buff;
+  io.sbuf = c->buff[KERN_PROTO_SIMPLE];
   io.stail = c->tail;
   io.shead = c->head;
   io.sstep = c->step;
-  io.sslot = c->slot_bytes;
+  io.sslot = c->slot_bytes[KERN_PROTO_SIMPLE];
   io.ssizes = c->sizes;
 }
 

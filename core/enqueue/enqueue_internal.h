@@ -10,6 +10,7 @@
 
 #include "enqueue.h"
 #include "kernels.h"
+#include "nccl_common.h"
 
 /* Setup work (allocations, IPC, uploads on a private stream) may run while the application
  * captures a CUDA graph, even in the global capture mode that forbids such calls; like NCCL,

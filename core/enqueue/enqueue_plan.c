@@ -115,6 +115,9 @@ static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op) {
   w.coll = (int32_t)op->kind;
   w.root = op->root;
   w.divisor = dp->nranks;
+  w.algo = NCCL_ALGO_RING;
+  w.proto = KERN_PROTO_SIMPLE;
+  w.nthreads = KERN_NTHREADS;
   if (reduces) {
     w.op = kern_op_from_nccl(op->op);
     w.type = op->type;

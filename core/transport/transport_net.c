@@ -286,11 +286,11 @@ ncclResult_t transport_net_establish(transport_t* t, transport_group_t* groups, 
                        &e->mhandle));
       kern_conn_t* c = &g->conns[i];
       memset(c, 0, sizeof(*c));
-      c->buff = e->gdr ? (char*)e->slots->ptr : e->dev_base;
+      c->buff[KERN_PROTO_SIMPLE] = e->gdr ? (char*)e->slots->ptr : e->dev_base;
       c->tail = (uint64_t*)(e->dev_base + net_line(hs, 0));
       c->head = (uint64_t*)(e->dev_base + net_line(hs, 1));
       c->sizes = m->is_send ? (uint32_t*)(e->dev_base + net_line(hs, 2)) : NULL;
-      c->slot_bytes = m->slot_bytes;
+      c->slot_bytes[KERN_PROTO_SIMPLE] = m->slot_bytes;
       c->transport = KERN_TRANSPORT_NET;
       c->connected = 1;
     }

@@ -80,15 +80,15 @@ ncclResult_t transport_p2p_map(transport_t* t, transport_group_t* g) {
     kern_conn_t* c = &g->conns[i];
     memset(c, 0, sizeof(*c));
     if (m->is_send) {
-      c->buff = g->peer_base + p->off_buff;
+      c->buff[KERN_PROTO_SIMPLE] = g->peer_base + p->off_buff;
       c->tail = (uint64_t*)(g->peer_base + p->off_tail);
       c->head = (uint64_t*)(g->own_base + m->off_head);
     } else {
-      c->buff = g->own_base + m->off_buff;
+      c->buff[KERN_PROTO_SIMPLE] = g->own_base + m->off_buff;
       c->tail = (uint64_t*)(g->own_base + m->off_tail);
       c->head = (uint64_t*)(g->peer_base + p->off_head);
     }
-    c->slot_bytes = m->slot_bytes;
+    c->slot_bytes[KERN_PROTO_SIMPLE] = m->slot_bytes;
     c->transport = KERN_TRANSPORT_P2P;
     c->connected = 1;
   }

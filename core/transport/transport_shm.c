@@ -199,10 +199,10 @@ ncclResult_t transport_shm_map(transport_t* t, transport_group_t* g) {
     char* base = m->is_send ? g->peer_base : g->own_base;
     kern_conn_t* c = &g->conns[i];
     memset(c, 0, sizeof(*c));
-    c->buff = base + host->off_buff;
+    c->buff[KERN_PROTO_SIMPLE] = base + host->off_buff;
     c->tail = (uint64_t*)(base + host->off_tail);
     c->head = (uint64_t*)(base + host->off_head);
-    c->slot_bytes = m->slot_bytes;
+    c->slot_bytes[KERN_PROTO_SIMPLE] = m->slot_bytes;
     c->transport = KERN_TRANSPORT_SHM;
     c->connected = 1;
   }

@@ -61,6 +61,13 @@ typedef struct tune_topo {
   uint32_t algo_mask;     /* algorithms built (bit 1 << NCCL_ALGO_*): NCCL_ALGO_RING today */
 } tune_topo_t;
 
+/* The protocols connections over `link` should be made with (bit 1 << NCCL_PROTO_*), for the
+ * transport, before any model exists: SIMPLE always; LL unless NCCL_PROTO excludes it for every
+ * collective; LL128 where the link keeps 128-byte stores whole (NVLink, the same GPU) unless
+ * excluded, or anywhere NCCL_PROTO names it explicitly (the user's risk, as in NCCL). A
+ * malformed NCCL_PROTO gives ncclInvalidUsage with a WARN (the same check tune_create makes). */
+ncclResult_t tune_protocols_for_link(tune_link_t link, uint32_t* mask_p);
+
 typedef struct tune tune_t; /* one per communicator */
 
 /* Build the model for topo, parse NCCL_ALGO / NCCL_PROTO, open the tuner plugin (if any) and

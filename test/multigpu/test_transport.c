@@ -57,12 +57,12 @@ static int prove(bootstrap_t* bs, int rank, const transport_req_t* reqs, int n, 
     const kern_conn_t* c = reqs[i].out;
     EXPECT(c->connected == 1);
     EXPECT((int)c->transport == kind);
-    EXPECT(c->slot_bytes == reqs[i].slot_bytes);
+    EXPECT(c->slot_bytes[KERN_PROTO_SIMPLE] == reqs[i].slot_bytes);
     EXPECT(c->step == 0);
-    EXPECT(c->buff != NULL && c->tail != NULL && c->head != NULL);
-    EXPECT((uintptr_t)c->buff % 4096 == 0);
+    EXPECT(c->buff[KERN_PROTO_SIMPLE] != NULL && c->tail != NULL && c->head != NULL);
+    EXPECT((uintptr_t)c->buff[KERN_PROTO_SIMPLE] % 4096 == 0);
     EXPECT((uintptr_t)c->tail % 128 == 0 && (uintptr_t)c->head % 128 == 0);
-    if (!c->connected || c->buff == NULL || c->tail == NULL || c->head == NULL) return bad;
+    if (!c->connected || c->buff[KERN_PROTO_SIMPLE] == NULL || c->tail == NULL || c->head == NULL) return bad;
   }
   EXPECT(bootstrap_barrier(bs) == ncclSuccess);
   /* 1. Send ends: this GPU writes the peer's buffer and tail. */
@@ -70,7 +70,7 @@ static int prove(bootstrap_t* bs, int rank, const transport_req_t* reqs, int n, 
     if (!reqs[i].is_send) continue;
     const kern_conn_t* c = reqs[i].out;
     int peer = reqs[i].peer, id = reqs[i].id;
-    EXPECT_CUDA(tt_write(c->buff, (size_t)KERN_NSLOTS * c->slot_bytes,
+    EXPECT_CUDA(tt_write(c->buff[KERN_PROTO_SIMPLE], (size_t)KERN_NSLOTS * c->slot_bytes[KERN_PROTO_SIMPLE],
                          seed_of(rank, peer, call, id), c->tail,
                          tail_value(rank, peer, call, id)));
   }
@@ -81,11 +81,11 @@ static int prove(bootstrap_t* bs, int rank, const transport_req_t* reqs, int n, 
     if (reqs[i].is_send) continue;
     const kern_conn_t* c = reqs[i].out;
     int peer = reqs[i].peer, id = reqs[i].id;
-    size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes;
+    size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes[KERN_PROTO_SIMPLE];
     uint32_t seed = seed_of(peer, rank, call, id);
     unsigned char* host = malloc(bytes);
     uint64_t tail = 0;
-    EXPECT_CUDA(cudaMemcpy(host, c->buff, bytes, cudaMemcpyDefault));
+    EXPECT_CUDA(cudaMemcpy(host, c->buff[KERN_PROTO_SIMPLE], bytes, cudaMemcpyDefault));
     EXPECT_CUDA(cudaMemcpy(&tail, c->tail, sizeof(tail), cudaMemcpyDefault));
     size_t wrong = 0;
     for (size_t k = 0; k < bytes; k++) wrong += host[k] != tt_pattern(seed, k);
@@ -94,7 +94,7 @@ static int prove(bootstrap_t* bs, int rank, const transport_req_t* reqs, int n, 
     free(host);
     unsigned long long kwrong = 1;
     uint64_t ktail = 0;
-    EXPECT_CUDA(tt_check(c->buff, bytes, seed, c->tail, &kwrong, &ktail));
+    EXPECT_CUDA(tt_check(c->buff[KERN_PROTO_SIMPLE], bytes, seed, c->tail, &kwrong, &ktail));
     EXPECT(kwrong == 0);
     EXPECT(ktail == tail_value(peer, rank, call, id));
     EXPECT_CUDA(tt_write(NULL, 0, 0, c->head, head_value(peer, rank, call, id)));

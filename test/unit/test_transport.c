@@ -621,12 +621,12 @@ static int prove(bootstrap_t* bs, int rank, transport_req_t* reqs, int n, int ca
     kern_conn_t* c = reqs[i].out;
     EXPECT(c->connected == 1);
     EXPECT((int)c->transport == kind);
-    EXPECT(c->slot_bytes == reqs[i].slot_bytes);
+    EXPECT(c->slot_bytes[KERN_PROTO_SIMPLE] == reqs[i].slot_bytes);
     EXPECT(c->step == 0);
-    EXPECT(c->buff != NULL && c->tail != NULL && c->head != NULL);
-    EXPECT((uintptr_t)c->buff % TRANSPORT_BUFF_ALIGN == 0);
+    EXPECT(c->buff[KERN_PROTO_SIMPLE] != NULL && c->tail != NULL && c->head != NULL);
+    EXPECT((uintptr_t)c->buff[KERN_PROTO_SIMPLE] % TRANSPORT_BUFF_ALIGN == 0);
     EXPECT((uintptr_t)c->tail % TRANSPORT_LINE == 0 && (uintptr_t)c->head % TRANSPORT_LINE == 0);
-    if (!c->connected || !c->buff || !c->tail || !c->head) return bad;
+    if (!c->connected || !c->buff[KERN_PROTO_SIMPLE] || !c->tail || !c->head) return bad;
     /* Zeroed at creation. */
     EXPECT(*c->tail == 0 && *c->head == 0);
   }
@@ -634,18 +634,18 @@ static int prove(bootstrap_t* bs, int rank, transport_req_t* reqs, int n, int ca
   for (int i = 0; i < n; i++) {
     if (!reqs[i].is_send) continue;
     kern_conn_t* c = reqs[i].out;
-    size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes;
+    size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes[KERN_PROTO_SIMPLE];
     for (size_t k = 0; k < bytes; k++)
-      c->buff[k] = (char)pattern(rank, reqs[i].peer, call, reqs[i].id, k);
+      c->buff[KERN_PROTO_SIMPLE][k] = (char)pattern(rank, reqs[i].peer, call, reqs[i].id, k);
     *c->tail = tail_value(rank, reqs[i].peer, call, reqs[i].id);
   }
   EXPECT(bootstrap_barrier(bs) == ncclSuccess);
   for (int i = 0; i < n; i++) {
     if (reqs[i].is_send) continue;
     kern_conn_t* c = reqs[i].out;
-    size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes, wrong = 0;
+    size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes[KERN_PROTO_SIMPLE], wrong = 0;
     for (size_t k = 0; k < bytes; k++)
-      wrong += (unsigned char)c->buff[k] != pattern(reqs[i].peer, rank, call, reqs[i].id, k);
+      wrong += (unsigned char)c->buff[KERN_PROTO_SIMPLE][k] != pattern(reqs[i].peer, rank, call, reqs[i].id, k);
     EXPECT(wrong == 0);
     EXPECT(*c->tail == tail_value(reqs[i].peer, rank, call, reqs[i].id));
     *c->head = head_value(reqs[i].peer, rank, call, reqs[i].id);
@@ -1078,7 +1078,7 @@ static uint64_t net_nonzero_recvs;
 /* The kernel's side of one step: fill send slot s of channel c (from rank to its peer) with its
  * pattern, its size, then the tail. */
 static void net_publish(kern_conn_t* sc, int rank, uint64_t s, int c) {
-  char* slot = sc->buff + (s % KERN_NSLOTS) * net_slot(c);
+  char* slot = sc->buff[KERN_PROTO_SIMPLE] + (s % KERN_NSLOTS) * net_slot(c);
   const uint32_t bytes = net_step_bytes(c, s);
   for (uint32_t k = 0; k < bytes; k++) slot[k] = (char)pattern(rank, 1 - rank, (int)s, c, k);
   __atomic_store_n(&sc->sizes[s % KERN_NSLOTS], bytes, __ATOMIC_RELAXED);
@@ -1088,7 +1088,7 @@ static void net_publish(kern_conn_t* sc, int rank, uint64_t s, int c) {
 /* And of the receive: check receive slot r of channel c (from the peer to rank), count it, then
  * hand the slot back (head). Returns the wrong bytes. */
 static size_t net_consume(kern_conn_t* rc, int rank, uint64_t r, int c) {
-  const char* slot = rc->buff + (r % KERN_NSLOTS) * net_slot(c);
+  const char* slot = rc->buff[KERN_PROTO_SIMPLE] + (r % KERN_NSLOTS) * net_slot(c);
   const uint32_t bytes = net_step_bytes(c, r);
   size_t wrong = 0;
   for (uint32_t k = 0; k < bytes; k++)
