@@ -39,6 +39,13 @@
 #              --ranks-per-gpu R (one thread), then -p R --ranks-per-gpu R (processes, under MPS);
 #              PERF_SHARED_ARGS (default -b 8 -e 64M -f 2 -c 1 -n 5); the summary has the #wrong
 #              total of each binary and layout (0 expected)
+#   proto-sweep[:R]  all_reduce_perf with R ranks (default "2 4") sharing GPU 0 in one process
+#              (-g R --ranks-per-gpu R), once per NCCL_PROTO forced (LL, LL128, Simple) and once
+#              with the plan's own choice, normal launches and CUDA-graph replays (-G 20);
+#              PROTO_SWEEP_SIZES (default "-b 8 -e 1G -f 4"); a table per R and mode: each
+#              protocol's time per size, LL's speedup over Simple, the default's ratio to the best
+#              forced protocol; the lines the issue's bar reads: LL faster than Simple at 8 B..64
+#              KB, >= 1.5x at 8 B..4 KB with -G, default within 10% of the best at every size
 #   one-rank   all_reduce_perf with one rank, 8 B .. 1 GB, -c 1, Choir and NVIDIA alternated
 #              ONE_RANK_REPEAT times (default 3) through test/perf/compare --ngpus 1
 #              (ONE_RANK_SIZES replaces "-b 8 -e 1G -f 2"); a table
@@ -488,6 +495,79 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
       for op in $ops; do
         note "$(printf '  %-15s %-34s %-34s' "$op" "${cell[$op-threads]}" "${cell[$op-procs]}")"
       done
+      ;;
+    proto-sweep | proto-sweep:*)
+      rs="2 4"
+      [ "$step" != proto-sweep ] && rs=${step#proto-sweep:}
+      psizes=${PROTO_SWEEP_SIZES:--b 8 -e 1G -f 4}
+      d="$out/proto-sweep"
+      mkdir -p "$d"
+      mps_stop >/dev/null
+      for r in $rs; do
+        for g in 0 20; do
+          for proto in LL LL128 Simple default; do
+            log="$d/r$r-g$g-$proto.log"
+            gopt=()
+            [ "$g" != 0 ] && gopt=(-G "$g")
+            # shellcheck disable=SC2086 # psizes is a list of options
+            if [ "$proto" = default ]; then
+              env -u NCCL_PROTO LD_LIBRARY_PATH="$PWD/$build" timeout "${OP_TIMEOUT:-300}" \
+                "$build/test/perf/all_reduce_perf" -g "$r" --ranks-per-gpu "$r" $psizes -c 1 \
+                -n 20 -w 5 "${gopt[@]}" -J "$d/r$r-g$g-$proto.json" >"$log" 2>&1
+            else
+              NCCL_PROTO=$proto LD_LIBRARY_PATH="$PWD/$build" timeout "${OP_TIMEOUT:-300}" \
+                "$build/test/perf/all_reduce_perf" -g "$r" --ranks-per-gpu "$r" $psizes -c 1 \
+                -n 20 -w 5 "${gopt[@]}" -J "$d/r$r-g$g-$proto.json" >"$log" 2>&1
+            fi
+            note "proto-sweep r=$r G=$g $proto: rc=$? $(perf_wrong "$log")"
+          done
+        done
+      done
+      python3 - "$d" "$rs" <<'PY' | tee -a "$summary"
+import json, os, sys
+d, rs = sys.argv[1], sys.argv[2].split()
+protos = ["LL", "LL128", "Simple", "default"]
+for r in rs:
+    for g in ("0", "20"):
+        t = {}
+        for p in protos:
+            path = os.path.join(d, "r%s-g%s-%s.json" % (r, g, p))
+            try:
+                doc = json.load(open(path))
+            except (OSError, ValueError):
+                continue
+            for row in doc.get("results", []):
+                t.setdefault(row["size"], {})[p] = row["out_of_place"]["time"]
+        if not t:
+            print("proto-sweep r=%s G=%s: no results" % (r, g))
+            continue
+        print("proto-sweep: all_reduce, %s ranks sharing GPU 0, %s (out of place, us)" % (
+            r, "CUDA graph -G 20" if g != "0" else "normal launches"))
+        print("  %12s %9s %9s %9s %9s %8s %8s" % ("size", "LL", "LL128", "Simple", "default",
+                                                 "S/LL", "def/best"))
+        ll_slow, ll_weak, def_bad = [], [], []
+        for s in sorted(t):
+            row = t[s]
+            forced = [row[p] for p in ("LL", "LL128", "Simple") if p in row and row[p] > 0]
+            best = min(forced) if forced else float("nan")
+            sl = row["Simple"] / row["LL"] if row.get("LL") and row.get("Simple") else float("nan")
+            dr = row["default"] / best if row.get("default") and forced else float("nan")
+            if s <= 65536 and not sl > 1.0:
+                ll_slow.append(s)
+            if g != "0" and s <= 4096 and not sl >= 1.5:
+                ll_weak.append(s)
+            if not dr <= 1.10:
+                def_bad.append(s)
+            print("  %12d %9s %9s %9s %9s %8.2f %8.2f" % (
+                s, *["%.2f" % row[p] if p in row else "-" for p in protos], sl, dr))
+        print("  bar r=%s G=%s: LL faster than Simple at 8 B..64 KB: %s; default within 10%% of "
+              "the best forced: %s%s" % (
+                  r, g, "yes" if not ll_slow else "NOT at %s" % ll_slow,
+                  "yes" if not def_bad else "NOT at %s" % def_bad,
+                  ("; LL >= 1.5x Simple at 8 B..4 KB: " + ("yes" if not ll_weak else
+                                                           "NOT at %s" % ll_weak))
+                  if g != "0" else ""))
+PY
       ;;
     one-rank)
       # One rank: out of place is one copy, in place nothing (issue 17). Choir and NVIDIA
