@@ -131,7 +131,8 @@ typedef struct tune_why {
   int model_algo, model_proto; /* the model alone, no knobs */
   int knob_algo, knob_proto;   /* with the knobs, before the tuner */
   int tuner_nch;               /* the tuner's channel count (0: none) */
-  bool tuner_asked, tuner_fallback, chunk_asked;
+  bool tuner_asked, tuner_fallback;
+  bool chunk_changed; /* getChunkSize answered another chunk than the model's */
   uint64_t tuner_chunk;
 } tune_why_t;
 
@@ -151,7 +152,7 @@ static void tune_log(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_
                    tune_algo_name(c->algo), tune_proto_name(c->proto));
     if (n > 0 && (size_t)n < sizeof(tuner) && w->tuner_nch > 0)
       n += snprintf(tuner + n, sizeof(tuner) - (size_t)n, ", channels %d", w->tuner_nch);
-    if (n > 0 && (size_t)n < sizeof(tuner) && w->chunk_asked)
+    if (n > 0 && (size_t)n < sizeof(tuner) && w->chunk_changed)
       snprintf(tuner + n, sizeof(tuner) - (size_t)n, ", chunk %llu",
                (unsigned long long)w->tuner_chunk);
   }
@@ -211,9 +212,10 @@ ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pi
   c.chunk_bytes = tune_model_chunk(&t->topo, coll, proto, nbytes, c.nchannels);
   if (t->tuner != NULL) {
     uint64_t chunk = c.chunk_bytes;
-    CHECK(tune_tuner_chunk(t->tuner, coll, nbytes, algo, proto, c.nchannels, &chunk,
-                           &w.chunk_asked));
-    if (w.chunk_asked) {
+    bool asked = false;
+    CHECK(tune_tuner_chunk(t->tuner, coll, nbytes, algo, proto, c.nchannels, &chunk, &asked));
+    if (asked && chunk != c.chunk_bytes) {
+      w.chunk_changed = true;
       w.tuner_chunk = chunk;
       uint32_t cap = tune_model_capacity(&t->topo, proto);
       if (chunk > cap) chunk = cap;

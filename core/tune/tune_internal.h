@@ -108,8 +108,8 @@ ncclResult_t tune_tuner_coll_info(tune_tuner_t* tuner, ncclFunc_t coll, uint64_t
                                   int num_pipe_ops,
                                   float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS],
                                   int* nchannels_p);
-/* getChunkSize where the version has it (v6 and the entry is set); *chunk_p in and out. Returns
- * false when there is none. */
+/* getChunkSize where the version has it (v6 and the entry is set); *chunk_p in and out.
+ * *asked_p false when there is none (then *chunk_p is untouched). */
 ncclResult_t tune_tuner_chunk(tune_tuner_t* tuner, ncclFunc_t coll, uint64_t nbytes, int algo,
                               int proto, int nchannels, uint64_t* chunk_p, bool* asked_p);
 
