@@ -43,9 +43,10 @@ static ncclResult_t tune_topo_check(const tune_topo_t* topo) {
   else if (tune_model_capacity(topo, NCCL_PROTO_SIMPLE) == 0)
     bad = "no Simple buffers (proto_mask or slot_bytes[SIMPLE])";
   if (bad == NULL) return ncclSuccess;
-  WARN("tune_create: the topology given is not usable: %s (nranks %d, nnodes %d, ring channels %d,"
-       " proto_mask 0x%x, algo_mask 0x%x)",
-       bad, topo->nranks, topo->nnodes, topo->ring_nchannels, topo->proto_mask, topo->algo_mask);
+  WARN(
+      "tune_create: the topology given is not usable: %s (nranks %d, nnodes %d, ring channels %d,"
+      " proto_mask 0x%x, algo_mask 0x%x)",
+      bad, topo->nranks, topo->nnodes, topo->ring_nchannels, topo->proto_mask, topo->algo_mask);
   return ncclInternalError;
 }
 
@@ -83,8 +84,7 @@ ncclResult_t tune_create(const tune_topo_t* topo, uint64_t comm_hash, int rank, 
          "TUNE: %d ranks on %d nodes, ring of %d channels at %.1f GB/s each, protocols %s, "
          "NCCL_ALGO %s, NCCL_PROTO %s, tuner %s",
          topo->nranks, topo->nnodes, topo->ring_nchannels, (double)t->model.bw_ch,
-         tune_mask_names(proto_usable, tune_proto_name, NCCL_NUM_PROTOCOLS, protos,
-                         sizeof(protos)),
+         tune_mask_names(proto_usable, tune_proto_name, NCCL_NUM_PROTOCOLS, protos, sizeof(protos)),
          algo.value, proto.value, tune_tuner_name(t->tuner));
   }
   *t_p = t;
@@ -242,7 +242,7 @@ float tune_estimate_us(const tune_t* t, ncclFunc_t coll, uint64_t nbytes) {
   /* Point-to-point (send, recv, and AlltoAll, Gather, Scatter as sends to every peer at once):
    * one Simple hop over the slowest link, the bytes this rank sends spread over the channels. */
   const tune_model_t* m = &t->model;
-  float hop = t->topo.nranks <= 1 ? 0.0f
+  float hop = t->topo.nranks <= 1  ? 0.0f
               : t->topo.nnodes > 1 ? m->hop_inter_us[NCCL_PROTO_SIMPLE]
                                    : m->hop_intra_us[NCCL_PROTO_SIMPLE];
   double bw = (double)m->bw_ch * t->topo.ring_nchannels;

@@ -32,8 +32,8 @@ typedef struct tune_knob {
   /* Per collective: ids named in an inclusive list ("ll128", "allreduce:ll128"), as opposed to
    * allowed by default or left by an exclusion. */
   uint32_t named[TUNE_NUM_COLLS];
-  bool set;            /* the variable had a value */
-  const char* value;   /* the value, for messages ("(unset)" when not set) */
+  bool set;          /* the variable had a value */
+  const char* value; /* the value, for messages ("(unset)" when not set) */
 } tune_knob_t;
 
 /* Which knob: its variable, what its names are ("algorithm"), the names (matched
@@ -79,8 +79,8 @@ void tune_consts_fill(ncclTunerConstants_v5_t* c);
  * the table alone. */
 void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c, tune_model_t* m);
 /* Ring time in us of coll moving nbytes with proto on nchannels channels, numPipeOps ops. */
-float tune_model_time(const tune_model_t* m, const tune_topo_t* topo, ncclFunc_t coll,
-                      int proto, uint64_t nbytes, int nchannels, int num_pipe_ops);
+float tune_model_time(const tune_model_t* m, const tune_topo_t* topo, ncclFunc_t coll, int proto,
+                      uint64_t nbytes, int nchannels, int num_pipe_ops);
 /* Channels and threads for (proto, nbytes), starting from at most max_channels. */
 void tune_model_channels(const tune_topo_t* topo, int proto, uint64_t nbytes, int max_channels,
                          int* nchannels_p, int* nthreads_p);

@@ -59,7 +59,8 @@ static char* tune_trim(char* s) {
   return s;
 }
 
-/* The one place that reports a bad value: what is wrong, and what the knob accepts. */
+/* The one place that reports a bad value: what is wrong (and the token, when there is one), and
+ * what the knob accepts. */
 static ncclResult_t tune_knob_bad(const tune_knob_kind_t* kind, const char* value,
                                   const char* problem, const char* token) {
   char list[128];
@@ -70,9 +71,11 @@ static ncclResult_t tune_knob_bad(const tune_knob_kind_t* kind, const char* valu
     if (w < 0) break;
     len += (size_t)w;
   }
-  WARN("%s=\"%s\": %s '%s'; expected a list of %s names (%s), '^' before the list to exclude "
-       "them, or per collective 'allreduce:<list>;broadcast:<list>'",
-       kind->env, value, problem, token, kind->noun, list);
+  WARN(
+      "%s=\"%s\": %s%s%s%s; expected a list of %s names (%s), '^' before the list to exclude "
+      "them, or per collective 'allreduce:<list>;broadcast:<list>'",
+      kind->env, value, problem, token ? " '" : "", token ? token : "", token ? "'" : "",
+      kind->noun, list);
   return ncclInvalidUsage;
 }
 
@@ -115,8 +118,7 @@ static ncclResult_t tune_list_parse(const tune_knob_kind_t* kind, const char* va
   return ncclSuccess;
 }
 
-ncclResult_t tune_knob_parse(const tune_knob_kind_t* kind, const char* value,
-                             tune_knob_t* knob_p) {
+ncclResult_t tune_knob_parse(const tune_knob_kind_t* kind, const char* value, tune_knob_t* knob_p) {
   tune_knob_t k;
   uint32_t all = (1u << kind->n) - 1;
   for (int c = 0; c < TUNE_NUM_COLLS; c++) {
@@ -142,7 +144,7 @@ ncclResult_t tune_knob_parse(const tune_knob_kind_t* kind, const char* value,
     char shown[128];
     snprintf(shown, sizeof(shown), "%s", entry);
     if (entry[0] == '\0') {
-      res = tune_knob_bad(kind, value, "empty entry between ';'", "");
+      res = tune_knob_bad(kind, value, "an empty entry (two ';' in a row, or one at an end)", NULL);
       goto out;
     }
     int coll = -1; /* every collective */
@@ -192,27 +194,29 @@ ncclResult_t tune_knobs_check(const tune_knob_t* algo, const tune_knob_t* proto,
   char allowed[96], have[96];
   for (int c = 0; c < TUNE_NUM_COLLS; c++) {
     if ((algo->allow[c] & algo_mask) == 0) {
-      WARN("NCCL_ALGO=\"%s\" leaves %s no algorithm to run: it allows %s for %s, and Choir builds "
-           "%s only; name one of those for %s, or unset NCCL_ALGO",
-           algo->value, tune_coll_name(c),
-           tune_mask_names(algo->allow[c], tune_algo_name, NCCL_NUM_ALGORITHMS, allowed,
-                           sizeof(allowed)),
-           tune_coll_name(c),
-           tune_mask_names(algo_mask, tune_algo_name, NCCL_NUM_ALGORITHMS, have, sizeof(have)),
-           tune_coll_name(c));
+      WARN(
+          "NCCL_ALGO=\"%s\" leaves %s no algorithm to run: it allows %s for %s, and Choir builds "
+          "%s only; name one of those for %s, or unset NCCL_ALGO",
+          algo->value, tune_coll_name(c),
+          tune_mask_names(algo->allow[c], tune_algo_name, NCCL_NUM_ALGORITHMS, allowed,
+                          sizeof(allowed)),
+          tune_coll_name(c),
+          tune_mask_names(algo_mask, tune_algo_name, NCCL_NUM_ALGORITHMS, have, sizeof(have)),
+          tune_coll_name(c));
       return ncclInvalidUsage;
     }
     if ((proto->allow[c] & proto_mask) == 0) {
-      WARN("NCCL_PROTO=\"%s\" leaves %s no protocol to run: it allows %s for %s, and this "
-           "communicator's connections have buffers for %s only (LL128 needs links that keep "
-           "128-byte stores whole, or NCCL_PROTO naming it); name one of those for %s, or unset "
-           "NCCL_PROTO",
-           proto->value, tune_coll_name(c),
-           tune_mask_names(proto->allow[c], tune_proto_name, NCCL_NUM_PROTOCOLS, allowed,
-                           sizeof(allowed)),
-           tune_coll_name(c),
-           tune_mask_names(proto_mask, tune_proto_name, NCCL_NUM_PROTOCOLS, have, sizeof(have)),
-           tune_coll_name(c));
+      WARN(
+          "NCCL_PROTO=\"%s\" leaves %s no protocol to run: it allows %s for %s, and this "
+          "communicator's connections have buffers for %s only (LL128 needs links that keep "
+          "128-byte stores whole, or NCCL_PROTO naming it); name one of those for %s, or unset "
+          "NCCL_PROTO",
+          proto->value, tune_coll_name(c),
+          tune_mask_names(proto->allow[c], tune_proto_name, NCCL_NUM_PROTOCOLS, allowed,
+                          sizeof(allowed)),
+          tune_coll_name(c),
+          tune_mask_names(proto_mask, tune_proto_name, NCCL_NUM_PROTOCOLS, have, sizeof(have)),
+          tune_coll_name(c));
       return ncclInvalidUsage;
     }
   }

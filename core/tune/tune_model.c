@@ -44,14 +44,16 @@ typedef struct tune_link_row {
   float cap_ch[NCCL_NUM_PROTOCOLS];
 } tune_link_row_t;
 
+/* clang-format off */
 static const tune_link_row_t tune_link_table[TUNE_LINK_NUM] = {
-    /*                         name        hw              hop LL  LL128 Simple  bw_ch  cap LL LL128 S */
-    [TUNE_LINK_NVLINK] =   {"NVLink",   NCCL_HW_NVLINK, {0.6f, 1.9f, 3.4f},  20.6f, {8.0f, 0, 0}},
-    [TUNE_LINK_PCIE] =     {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f, 5.7f},  12.0f, {6.0f, 0, 0}},
-    [TUNE_LINK_SHM] =      {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f, 5.7f},   6.0f, {4.0f, 0, 0}},
-    [TUNE_LINK_NET] =      {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f}, 12.5f, {0, 0, 0}},
-    [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.6f, 1.4f, 3.0f},  20.0f, {8.0f, 0, 0}},
+  /*                       name        hw              hop_us LL, LL128, Simple  bw_ch  cap_ch LL, LL128, Simple */
+  [TUNE_LINK_NVLINK]   = {"NVLink",   NCCL_HW_NVLINK, {0.6f, 1.9f,  3.4f},     20.6f, {8.0f, 0, 0}},
+  [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0, 0}},
+  [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0, 0}},
+  [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0, 0}},
+  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.6f, 1.4f,  3.0f},     20.0f, {8.0f, 0, 0}},
 };
+/* clang-format on */
 
 /* Once per ring operation, per protocol: NCCL's published base latencies of the ring
  * (baseLat[Ring] = LL 6.6, LL128 14.0, Simple 8.4 us). */
@@ -93,8 +95,9 @@ static int tune_compcap_idx(int cuda_arch) {
 }
 
 static int tune_scale_idx(int nnodes) {
-  return nnodes <= 1 ? NCCL_TUNING_SCALE_1NODE
-                     : nnodes == 2 ? NCCL_TUNING_SCALE_2NODES : NCCL_TUNING_SCALE_4NODES;
+  return nnodes <= 1   ? NCCL_TUNING_SCALE_1NODE
+         : nnodes == 2 ? NCCL_TUNING_SCALE_2NODES
+                       : NCCL_TUNING_SCALE_4NODES;
 }
 
 /* The link whose latencies NCCL's hardware row h stands for in ncclTunerConstants_t. */
@@ -118,8 +121,8 @@ void tune_consts_fill(ncclTunerConstants_v5_t* c) {
 static float tune_hop(tune_link_t link, int p, const ncclTunerConstants_v5_t* c,
                       const ncclTunerConstants_v5_t* def) {
   const tune_link_row_t* row = &tune_link_table[link];
-  if (row->hw >= 0 && c->hwLatencies[row->hw][NCCL_ALGO_RING][p] !=
-                          def->hwLatencies[row->hw][NCCL_ALGO_RING][p])
+  if (row->hw >= 0 &&
+      c->hwLatencies[row->hw][NCCL_ALGO_RING][p] != def->hwLatencies[row->hw][NCCL_ALGO_RING][p])
     return (float)c->hwLatencies[row->hw][NCCL_ALGO_RING][p];
   return row->hop_us[p];
 }
@@ -130,8 +133,7 @@ static float tune_min_cap(float a, float b) {
   return a < b ? a : b;
 }
 
-void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c,
-                      tune_model_t* m) {
+void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c, tune_model_t* m) {
   ncclTunerConstants_v5_t def;
   tune_consts_fill(&def);
   if (c == NULL) c = &def;
@@ -193,7 +195,8 @@ void tune_model_channels(const tune_topo_t* topo, int proto, uint64_t nbytes, in
   if (topo->cta_cap > 0 && nc > topo->cta_cap) nc = topo->cta_cap;
   if (nc < 1) nc = 1;
   int nt = tune_max_threads[proto];
-  uint64_t thr = (uint64_t)tune_thread_threshold[proto] * (uint64_t)(topo->nranks > 0 ? topo->nranks : 1);
+  uint64_t thr =
+      (uint64_t)tune_thread_threshold[proto] * (uint64_t)(topo->nranks > 0 ? topo->nranks : 1);
   while (nbytes < (uint64_t)nc * (uint64_t)nt * thr) {
     if (nc >= 2)
       nc--;

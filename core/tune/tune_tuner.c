@@ -45,14 +45,16 @@ static ncclResult_t tuner_load_locked(void) {
   for (int i = 0; i < nspecs; i++) {
     if (plugin_open(&plugin_kind_tuner, specs[i], named, &tuner_lib) == ncclSuccess) {
       tuner_state = TUNER_LOADED;
-      INFO(NCCL_INIT | NCCL_TUNING, "TUNER/Plugin: using '%s' (v%d) from %s",
-           tuner_lib.table_name, tuner_lib.version, tuner_lib.path);
+      INFO(NCCL_INIT | NCCL_TUNING, "TUNER/Plugin: using '%s' (v%d) from %s", tuner_lib.table_name,
+           tuner_lib.version, tuner_lib.path);
       return ncclSuccess;
     }
   }
   tuner_state = TUNER_NONE;
   INFO(NCCL_INIT | NCCL_TUNING, "TUNER/Plugin: no tuner plugin%s; the core's model decides",
-       nspecs == 0 ? " (NCCL_TUNER_PLUGIN=none)" : named ? " could be loaded" : " found");
+       nspecs == 0 ? " (NCCL_TUNER_PLUGIN=none)"
+       : named     ? " could be loaded"
+                   : " found");
   return ncclSuccess;
 }
 
@@ -104,10 +106,11 @@ ncclResult_t tune_tuner_open(const tune_topo_t* topo, uint64_t comm_hash,
     res = v4->init(nranks, nnodes, log_plugin_logger, &t->ctx);
   }
   if (res != ncclSuccess) {
-    WARN("TUNER/Plugin: '%s' (v%d) init failed (%s) for a communicator of %zu ranks on %zu "
-         "nodes; the communicator is not created (as in NCCL): fix the tuner's configuration, or "
-         "set NCCL_TUNER_PLUGIN=none to run without it",
-         name, version, err_string(res), nranks, nnodes);
+    WARN(
+        "TUNER/Plugin: '%s' (v%d) init failed (%s) for a communicator of %zu ranks on %zu "
+        "nodes; the communicator is not created (as in NCCL): fix the tuner's configuration, or "
+        "set NCCL_TUNER_PLUGIN=none to run without it",
+        name, version, err_string(res), nranks, nnodes);
     goto err_free;
   }
   INFO(NCCL_INIT | NCCL_TUNING, "TUNER/Plugin: '%s' (v%d) initialized for %zu ranks on %zu nodes",
@@ -150,15 +153,18 @@ ncclResult_t tune_tuner_coll_info(tune_tuner_t* t, ncclFunc_t coll, uint64_t nby
     res = v2->getCollInfo(t->ctx, coll, (size_t)nbytes, 0, 0, num_pipe_ops, &algo, &proto, &nch);
     if (res == ncclSuccess && (algo != NCCL_ALGO_UNDEF || proto != NCCL_PROTO_UNDEF)) {
       if (algo < 0 || algo >= NCCL_NUM_ALGORITHMS || proto < 0 || proto >= NCCL_NUM_PROTOCOLS)
-        INFO(NCCL_TUNING, "TUNER/Plugin: '%s' answered algorithm %d protocol %d for %s: not a "
-             "valid pair, ignored", t->name, algo, proto, tune_coll_name(coll));
+        INFO(NCCL_TUNING,
+             "TUNER/Plugin: '%s' answered algorithm %d protocol %d for %s: not a "
+             "valid pair, ignored",
+             t->name, algo, proto, tune_coll_name(coll));
       else if (table[algo][proto] >= 0)
         table[algo][proto] = 0.0f;
       /* else: the revival check below reports nothing, as the table is unchanged; say it here */
       else
-        INFO(NCCL_TUNING, "TUNER/Plugin: '%s' chose %s/%s for %s, which is not usable here; "
-             "ignored", t->name, tune_algo_name(algo), tune_proto_name(proto),
-             tune_coll_name(coll));
+        INFO(NCCL_TUNING,
+             "TUNER/Plugin: '%s' chose %s/%s for %s, which is not usable here; "
+             "ignored",
+             t->name, tune_algo_name(algo), tune_proto_name(proto), tune_coll_name(coll));
     }
   } else if (t->version == 3) {
     const ncclTuner_v3_t* v3 = t->table;
@@ -179,9 +185,10 @@ ncclResult_t tune_tuner_coll_info(tune_tuner_t* t, ncclFunc_t coll, uint64_t nby
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
       float v = table[a][p];
       if (before[a][p] < 0 && v != before[a][p]) {
-        INFO(NCCL_TUNING, "TUNER/Plugin: '%s' set %s/%s to %g for %s, which the core marked "
-             "unusable; ignored", t->name, tune_algo_name(a), tune_proto_name(p), (double)v,
-             tune_coll_name(coll));
+        INFO(NCCL_TUNING,
+             "TUNER/Plugin: '%s' set %s/%s to %g for %s, which the core marked "
+             "unusable; ignored",
+             t->name, tune_algo_name(a), tune_proto_name(p), (double)v, tune_coll_name(coll));
         table[a][p] = (float)NCCL_ALGO_PROTO_IGNORE;
       } else if (isnan(v) || v < 0) {
         table[a][p] = (float)NCCL_ALGO_PROTO_IGNORE; /* forbidden by the tuner */

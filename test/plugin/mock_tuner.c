@@ -26,10 +26,10 @@ typedef struct mock_tuner_state {
   int inits, finalizes, coll_calls, chunk_calls;
   size_t nranks, nnodes;
   uint64_t comm_id;
-  int nch_in;                 /* *nChannels as getCollInfo received it */
+  int nch_in; /* *nChannels as getCollInfo received it */
   int num_algo, num_proto;
   float table_in[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]; /* the last table received */
-  ncclTunerConstants_v5_t consts; /* as init received them (v5+) */
+  ncclTunerConstants_v5_t consts;                          /* as init received them (v5+) */
   ncclNvlDomainInfo_v5_t nvl;
   int chunk_algo, chunk_proto, chunk_nch;
   size_t chunk_in;
@@ -61,8 +61,8 @@ static ncclResult_t mock_init_common(void** ctx) {
   if (force != NULL && strcmp(force, "none") == 0) {
     c->none = 1;
   } else if (force != NULL) {
-    static const char* const algos[] = {"tree", "ring", "collnetdirect", "collnetchain",
-                                        "nvls", "nvlstree", "pat"};
+    static const char* const algos[] = {"tree",     "ring", "collnetdirect", "collnetchain", "nvls",
+                                        "nvlstree", "pat"};
     static const char* const protos[] = {"ll", "ll128", "simple"};
     char buf[128];
     strncpy(buf, force, sizeof(buf) - 1);
@@ -119,8 +119,7 @@ static ncclResult_t mock_finalize(void* context) {
 }
 
 #if MOCK_TUNER_V <= 4
-static ncclResult_t mock_init_v2(size_t nRanks, size_t nNodes, ncclDebugLogger_t log,
-                                 void** ctx) {
+static ncclResult_t mock_init_v2(size_t nRanks, size_t nNodes, ncclDebugLogger_t log, void** ctx) {
   (void)log;
   mock_tuner_state.nranks = nRanks;
   mock_tuner_state.nnodes = nNodes;
@@ -160,16 +159,16 @@ static ncclResult_t mock_coll_v2(void* context, ncclFunc_t coll, size_t nBytes, 
   if (c->nch >= 0) *nChannels = c->nch;
   return ncclSuccess;
 }
-__attribute__((visibility("default"))) const ncclTuner_v2_t ncclTunerPlugin_v2 = {
-    "MockFn_v2", mock_init_v2, mock_coll_v2, mock_finalize};
+__attribute__((visibility("default")))
+const ncclTuner_v2_t ncclTunerPlugin_v2 = {"MockFn_v2", mock_init_v2, mock_coll_v2, mock_finalize};
 #elif MOCK_TUNER_V == 3
 static ncclResult_t mock_coll_v3(void* context, ncclFunc_t coll, size_t nBytes, int numPipeOps,
                                  float** costs, int numAlgo, int numProto, int* nChannels) {
   (void)numPipeOps;
   return mock_table(context, coll, nBytes, costs, numAlgo, numProto, nChannels);
 }
-__attribute__((visibility("default"))) const ncclTuner_v3_t ncclTunerPlugin_v3 = {
-    "MockFn_v3", mock_init_v2, mock_coll_v3, mock_finalize};
+__attribute__((visibility("default")))
+const ncclTuner_v3_t ncclTunerPlugin_v3 = {"MockFn_v3", mock_init_v2, mock_coll_v3, mock_finalize};
 #else
 static ncclResult_t mock_coll_v4(void* context, ncclFunc_t coll, size_t nBytes, int numPipeOps,
                                  float** costs, int numAlgo, int numProto, int regBuff,
@@ -179,11 +178,11 @@ static ncclResult_t mock_coll_v4(void* context, ncclFunc_t coll, size_t nBytes, 
   return mock_table(context, coll, nBytes, costs, numAlgo, numProto, nChannels);
 }
 #if MOCK_TUNER_V == 4
-__attribute__((visibility("default"))) const ncclTuner_v4_t ncclTunerPlugin_v4 = {
-    "MockFn_v4", mock_init_v2, mock_coll_v4, mock_finalize};
+__attribute__((visibility("default")))
+const ncclTuner_v4_t ncclTunerPlugin_v4 = {"MockFn_v4", mock_init_v2, mock_coll_v4, mock_finalize};
 #elif MOCK_TUNER_V == 5
-__attribute__((visibility("default"))) const ncclTuner_v5_t ncclTunerPlugin_v5 = {
-    "MockFn_v5", mock_init_v5, mock_coll_v4, mock_finalize};
+__attribute__((visibility("default")))
+const ncclTuner_v5_t ncclTunerPlugin_v5 = {"MockFn_v5", mock_init_v5, mock_coll_v4, mock_finalize};
 #else
 static ncclResult_t mock_chunk(void* context, ncclFunc_t coll, size_t nBytes, int algo, int proto,
                                int nChannels, size_t* chunkSize) {

@@ -437,7 +437,8 @@ static void case_named_missing(void) {
   unlink(log_path);
 }
 
-/* ---- Choir's tuner-default --------------------------------------------------------------------- */
+/* ---- Choir's tuner-default ---------------------------------------------------------------------
+ */
 
 static void case_tuner_default_rule(void) {
   if (default_lib == NULL || default_lib[0] == '\0') {
@@ -449,9 +450,10 @@ static void case_tuner_default_rule(void) {
   int fd = mkstemp(conf);
   CHECK_TRUE(fd >= 0);
   FILE* f = fdopen(fd, "w");
-  fprintf(f, "# big allreduces on LL over 4 channels, against the model's Simple\n"
-             "allreduce,1048576,-1,ring,ll,4,-1,-1\n"
-             "allgather,0,-1,-1,-1,-1,-1,-1,-1,-1,65536\n");
+  fprintf(f,
+          "# big allreduces on LL over 4 channels, against the model's Simple\n"
+          "allreduce,1048576,-1,ring,ll,4,-1,-1\n"
+          "allgather,0,-1,-1,-1,-1,-1,-1,-1,-1,65536\n");
   fclose(f);
   setenv("NCCL_TUNER_PLUGIN", default_lib, 1);
   setenv("NCCL_TUNER_CONFIG_FILE", conf, 1);

@@ -28,8 +28,8 @@ typedef struct fixture {
 } fixture_t;
 
 /* NCCL's default buffer sizes over 8 slots: LL 512 KiB, LL128 4800 KiB, Simple 4 MiB. */
-static tune_topo_t topo_make(int nranks, int nnodes, tune_link_t intra, tune_link_t inter,
-                             int nch, float bw_intra, float bw_inter) {
+static tune_topo_t topo_make(int nranks, int nnodes, tune_link_t intra, tune_link_t inter, int nch,
+                             float bw_intra, float bw_inter) {
   tune_topo_t t;
   memset(&t, 0, sizeof(t));
   t.nranks = nranks;
@@ -59,14 +59,16 @@ static tune_topo_t topo_make(int nranks, int nnodes, tune_link_t intra, tune_lin
 #define NFIX 6
 static void fixtures(fixture_t f[NFIX]) {
   /* Channel counts and per-channel bandwidths of the graph search's order on such machines. */
-  f[0] = (fixture_t){"h200x4-nvlink", topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32,
-                                                 20.6f, 0)};
+  f[0] = (fixture_t){"h200x4-nvlink",
+                     topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.6f, 0)};
   f[1] = (fixture_t){"dgx-h100", topo_make(8, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.6f, 0)};
   f[2] = (fixture_t){"pcie-4gpu", topo_make(4, 1, TUNE_LINK_PCIE, TUNE_LINK_PCIE, 4, 12.0f, 0)};
-  f[3] = (fixture_t){"same-gpu-4", topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 8, 0, 0)};
-  f[4] = (fixture_t){"2-nodes", topo_make(16, 2, TUNE_LINK_NVLINK, TUNE_LINK_NET, 16, 20.6f, 12.5f)};
-  f[5] = (fixture_t){"16-nodes", topo_make(128, 16, TUNE_LINK_NVLINK, TUNE_LINK_NET, 16, 20.6f,
-                                            12.5f)};
+  f[3] =
+      (fixture_t){"same-gpu-4", topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 8, 0, 0)};
+  f[4] =
+      (fixture_t){"2-nodes", topo_make(16, 2, TUNE_LINK_NVLINK, TUNE_LINK_NET, 16, 20.6f, 12.5f)};
+  f[5] = (fixture_t){"16-nodes",
+                     topo_make(128, 16, TUNE_LINK_NVLINK, TUNE_LINK_NET, 16, 20.6f, 12.5f)};
 }
 
 static void env_quiet(void) {
@@ -77,9 +79,8 @@ static void env_quiet(void) {
 #define NSIZES 28 /* 8 B .. 1 GiB by powers of two */
 static uint64_t size_at(int i) { return (uint64_t)8 << i; }
 
-static const ncclFunc_t colls[TUNE_NUM_COLLS] = {ncclFuncBroadcast, ncclFuncReduce,
-                                                 ncclFuncAllGather, ncclFuncReduceScatter,
-                                                 ncclFuncAllReduce};
+static const ncclFunc_t colls[TUNE_NUM_COLLS] = {
+    ncclFuncBroadcast, ncclFuncReduce, ncclFuncAllGather, ncclFuncReduceScatter, ncclFuncAllReduce};
 
 /* Every invariant of one choice. */
 static void check_choice(const char* fx, const tune_topo_t* topo, ncclFunc_t coll, uint64_t n,
@@ -98,8 +99,8 @@ static void check_choice(const char* fx, const tune_topo_t* topo, ncclFunc_t col
   CHECK_MSG(c->chunk_bytes >= 16 && c->chunk_bytes % 16 == 0 && c->chunk_bytes <= cap,
             "%s %s %llu: chunk %u (capacity %u)", fx, tune_coll_name(coll), (unsigned long long)n,
             c->chunk_bytes, cap);
-  CHECK_MSG(c->time_us > 0 && isfinite(c->time_us), "%s %s %llu: time %f", fx,
-            tune_coll_name(coll), (unsigned long long)n, (double)c->time_us);
+  CHECK_MSG(c->time_us > 0 && isfinite(c->time_us), "%s %s %llu: time %f", fx, tune_coll_name(coll),
+            (unsigned long long)n, (double)c->time_us);
 }
 
 /* ---- The model's shape on every fixture ---------------------------------------------------- */
@@ -141,8 +142,8 @@ static void case_model_shape(void) {
       tune_choice_t small, big;
       CHECK_EQ_INT(tune_choose(t, colls[k], 8, 1, &small), ncclSuccess);
       CHECK_EQ_INT(tune_choose(t, colls[k], (uint64_t)1 << 30, 1, &big), ncclSuccess);
-      CHECK_MSG(small.proto == NCCL_PROTO_LL, "%s %s 8 B: %s", fx[f].name,
-                tune_coll_name(colls[k]), tune_proto_name(small.proto));
+      CHECK_MSG(small.proto == NCCL_PROTO_LL, "%s %s 8 B: %s", fx[f].name, tune_coll_name(colls[k]),
+                tune_proto_name(small.proto));
       CHECK_MSG(big.proto == NCCL_PROTO_SIMPLE, "%s %s 1 GiB: %s", fx[f].name,
                 tune_coll_name(colls[k]), tune_proto_name(big.proto));
       /* Fewer channels and threads for 8 bytes than the ring has; all of them for 1 GiB. */
@@ -157,7 +158,8 @@ static void case_model_shape(void) {
                         (colls[k] >= ncclFuncAllGather ? (uint64_t)fx[f].topo.nranks : 1);
       uint32_t full = fx[f].topo.slot_bytes[NCCL_PROTO_SIMPLE];
       CHECK_EQ_INT(big.chunk_bytes, ((uint64_t)1 << 30) / blocks >= 4ull * full
-                                        ? full : ((uint64_t)1 << 30) / blocks / 4);
+                                        ? full
+                                        : ((uint64_t)1 << 30) / blocks / 4);
       /* Where LL128 is made (NVLink, the same GPU), AllReduce uses it for some middle sizes. */
       if (colls[k] == ncclFuncAllReduce && (fx[f].topo.proto_mask & (1u << NCCL_PROTO_LL128)))
         CHECK_MSG(seen & (1 << NCCL_PROTO_LL128), "%s AllReduce: LL128 never chosen", fx[f].name);
@@ -275,8 +277,8 @@ static void forced_run(uint32_t want_mask_per_coll[TUNE_NUM_COLLS]) {
         tune_choice_t c;
         CHECK_EQ_INT(tune_choose(t, colls[k], size_at(i), 1, &c), ncclSuccess);
         check_choice(fx[f].name, &fx[f].topo, colls[k], size_at(i), &c);
-        CHECK_MSG(want_mask_per_coll[k] & (1u << c.proto), "%s %s %llu: %s not allowed",
-                  fx[f].name, tune_coll_name(colls[k]), (unsigned long long)size_at(i),
+        CHECK_MSG(want_mask_per_coll[k] & (1u << c.proto), "%s %s %llu: %s not allowed", fx[f].name,
+                  tune_coll_name(colls[k]), (unsigned long long)size_at(i),
                   tune_proto_name(c.proto));
       }
     tune_destroy(t);
@@ -333,9 +335,10 @@ static void case_info_line(void) {
   CHECK_CONTAINS(log_text(), "TUNE: AllReduce 4096 bytes (pipelined): Ring/Simple");
   CHECK_CONTAINS(log_text(), "(tuner: -, knob: NCCL_PROTO=allreduce:simple, model: Ring/LL)");
   /* The creation line says what the model starts from. */
-  CHECK_CONTAINS(log_text(), "TUNE: 4 ranks on 1 nodes, ring of 32 channels at 20.6 GB/s each, "
-                             "protocols LL,LL128,Simple, NCCL_ALGO (unset), NCCL_PROTO "
-                             "allreduce:simple, tuner -");
+  CHECK_CONTAINS(log_text(),
+                 "TUNE: 4 ranks on 1 nodes, ring of 32 channels at 20.6 GB/s each, "
+                 "protocols LL,LL128,Simple, NCCL_ALGO (unset), NCCL_PROTO "
+                 "allreduce:simple, tuner -");
   tune_destroy(t);
   unlink(log_path);
 }
@@ -362,8 +365,11 @@ static void case_knob_parse(void) {
                ncclSuccess);
   CHECK_TRUE(k.allow[ncclFuncAllReduce] == 0x7f);
   CHECK_TRUE(k.allow[ncclFuncAllGather] == ((1u << NCCL_ALGO_PAT) | (1u << NCCL_ALGO_NVLS_TREE)));
-  CHECK_EQ_INT(tune_knob_parse(&tune_knob_algo, "Tree,Ring,CollnetDirect,CollnetChain,NVLS,"
-                                                "NVLSTree,PAT", &k), ncclSuccess);
+  CHECK_EQ_INT(tune_knob_parse(&tune_knob_algo,
+                               "Tree,Ring,CollnetDirect,CollnetChain,NVLS,"
+                               "NVLSTree,PAT",
+                               &k),
+               ncclSuccess);
   CHECK_TRUE(k.allow[0] == 0x7f);
 
   static const struct {
@@ -382,8 +388,11 @@ static void case_knob_parse(void) {
       {&tune_knob_proto, "allreduce:^", "no name in the entry 'allreduce:^'"},
       {&tune_knob_proto, ":ll", "no collective before ':' in the entry ':ll'"},
       {&tune_knob_proto, "allreduc:ll", "unknown collective 'allreduc'"},
-      {&tune_knob_proto, "ll;;simple", "empty entry between ';'"},
-      {&tune_knob_proto, "ll;", "empty entry between ';'"},
+      {&tune_knob_proto, "ll;;simple",
+       "NCCL_PROTO=\"ll;;simple\": an empty entry (two ';' in a "
+       "row, or one at an end); expected"},
+      {&tune_knob_proto, ";ll", "an empty entry"},
+      {&tune_knob_proto, "ll;", "an empty entry"},
       {&tune_knob_proto, "allreduce:ll:simple", "more than one ':' in the entry"},
       {&tune_knob_proto, "ll^simple", "unknown protocol 'll^simple'"},
   };
@@ -397,7 +406,7 @@ static void case_knob_parse(void) {
     CHECK_CONTAINS(err_last(), bad[i].msg);
     /* The message says what is accepted. */
     CHECK_CONTAINS(err_last(), bad[i].kind == &tune_knob_proto ? "(LL, LL128, Simple)"
-                                                                : "(Tree, Ring, CollnetDirect");
+                                                               : "(Tree, Ring, CollnetDirect");
     /* The output is written only on success. */
     CHECK_TRUE(memcmp(&k, &keep, sizeof(k)) == 0);
   }
@@ -440,8 +449,9 @@ static void case_nothing_left_algo(void) {
   err_clear_last();
   CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
   CHECK_TRUE(t == NULL);
-  CHECK_CONTAINS(err_last(), "NCCL_ALGO=\"Tree\" leaves Broadcast no algorithm to run: it "
-                             "allows Tree for Broadcast, and Choir builds Ring only");
+  CHECK_CONTAINS(err_last(),
+                 "NCCL_ALGO=\"Tree\" leaves Broadcast no algorithm to run: it "
+                 "allows Tree for Broadcast, and Choir builds Ring only");
   CHECK_CONTAINS(err_last(), "or unset NCCL_ALGO");
 }
 
@@ -452,8 +462,9 @@ static void case_nothing_left_algo_per_coll(void) {
   tune_t* t = NULL;
   err_clear_last();
   CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
-  CHECK_CONTAINS(err_last(), "leaves AllGather no algorithm to run: it allows Tree,"
-                             "CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT for AllGather");
+  CHECK_CONTAINS(err_last(),
+                 "leaves AllGather no algorithm to run: it allows Tree,"
+                 "CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT for AllGather");
 }
 
 static void case_nothing_left_proto(void) {
@@ -470,9 +481,10 @@ static void case_nothing_left_proto(void) {
   tune_t* t = NULL;
   err_clear_last();
   CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
-  CHECK_CONTAINS(err_last(), "NCCL_PROTO=\"allreduce:LL128\" leaves AllReduce no protocol to "
-                             "run: it allows LL128 for AllReduce, and this communicator's "
-                             "connections have buffers for LL,Simple only");
+  CHECK_CONTAINS(err_last(),
+                 "NCCL_PROTO=\"allreduce:LL128\" leaves AllReduce no protocol to "
+                 "run: it allows LL128 for AllReduce, and this communicator's "
+                 "connections have buffers for LL,Simple only");
   /* A protocol in the mask whose slot holds no step counts as absent too. */
   topo.proto_mask = 7;
   topo.slot_bytes[NCCL_PROTO_LL128] = 64; /* less than one line */
@@ -583,7 +595,8 @@ static void case_bad_inputs(void) {
   CHECK_CONTAINS(err_last(), "tune_choose: Send (6) is not a collective");
   /* Estimates for every ncclFunc_t, growing with the bytes. */
   for (int f = 0; f < ncclNumFuncs; f++) {
-    float s = tune_estimate_us(t, (ncclFunc_t)f, 64), l = tune_estimate_us(t, (ncclFunc_t)f, 1 << 28);
+    float s = tune_estimate_us(t, (ncclFunc_t)f, 64),
+          l = tune_estimate_us(t, (ncclFunc_t)f, 1 << 28);
     CHECK_MSG(s > 0 && l > s && isfinite(l), "%s: %f then %f", tune_coll_name(f), (double)s,
               (double)l);
   }
@@ -606,8 +619,9 @@ static int print_table(void) {
       for (int i = 0; i < NSIZES; i++) {
         tune_choice_t c;
         if (tune_choose(t, colls[k], size_at(i), 1, &c) != ncclSuccess) return 1;
-        if (c.proto != last) printf(" %s from %llu B (%.1f us)", tune_proto_name(c.proto),
-                                    (unsigned long long)size_at(i), (double)c.time_us);
+        if (c.proto != last)
+          printf(" %s from %llu B (%.1f us)", tune_proto_name(c.proto),
+                 (unsigned long long)size_at(i), (double)c.time_us);
         last = c.proto;
       }
       printf("\n");
