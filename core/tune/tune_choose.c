@@ -81,7 +81,7 @@ ncclResult_t tune_create(const tune_topo_t* topo, uint64_t comm_hash, int rank, 
   if (log_enabled(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING)) {
     char protos[64];
     INFO(NCCL_INIT | NCCL_TUNING,
-         "TUNE: %d ranks on %d nodes, ring of %d channels at %.1f GB/s each, protocols %s, "
+         "TUNE: %d ranks on %d node(s), ring of %d channels at %.1f GB/s each, protocols %s, "
          "NCCL_ALGO %s, NCCL_PROTO %s, tuner %s",
          topo->nranks, topo->nnodes, topo->ring_nchannels, (double)t->model.bw_ch,
          tune_mask_names(proto_usable, tune_proto_name, NCCL_NUM_PROTOCOLS, protos, sizeof(protos)),

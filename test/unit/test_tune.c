@@ -263,26 +263,36 @@ static void case_channels_chunk(void) {
 
 /* ---- Knobs --------------------------------------------------------------------------------- */
 
-/* For each fixture, every collective and size: the forced protocol wherever the knob says. */
+/* For each fixture, every collective and size: the forced protocol wherever the knob says.
+ * Twice: with the protocols the transport would make under this knob (tune_protocols_for_link),
+ * and with all three made (connections made before, or for another communicator), where only
+ * the knob's filter in the model keeps the others out. */
 static void forced_run(uint32_t want_mask_per_coll[TUNE_NUM_COLLS]) {
   fixture_t fx[NFIX];
   fixtures(fx);
-  for (int f = 0; f < NFIX; f++) {
-    tune_t* t = NULL;
-    ncclResult_t res = tune_create(&fx[f].topo, 7, 0, &t);
-    CHECK_MSG(res == ncclSuccess, "%s: tune_create %d (%s)", fx[f].name, res, err_last());
-    if (t == NULL) continue;
-    for (int k = 0; k < TUNE_NUM_COLLS; k++)
-      for (int i = 0; i < NSIZES; i++) {
-        tune_choice_t c;
-        CHECK_EQ_INT(tune_choose(t, colls[k], size_at(i), 1, &c), ncclSuccess);
-        check_choice(fx[f].name, &fx[f].topo, colls[k], size_at(i), &c);
-        CHECK_MSG(want_mask_per_coll[k] & (1u << c.proto), "%s %s %llu: %s not allowed", fx[f].name,
-                  tune_coll_name(colls[k]), (unsigned long long)size_at(i),
-                  tune_proto_name(c.proto));
+  for (int all = 0; all < 2; all++)
+    for (int f = 0; f < NFIX; f++) {
+      tune_topo_t topo = fx[f].topo;
+      if (all) {
+        topo.proto_mask = 7;
+        topo.slot_bytes[NCCL_PROTO_LL] = 524288 / KERN_NSLOTS;
+        topo.slot_bytes[NCCL_PROTO_LL128] = 4915200 / KERN_NSLOTS;
       }
-    tune_destroy(t);
-  }
+      tune_t* t = NULL;
+      ncclResult_t res = tune_create(&topo, 7, 0, &t);
+      CHECK_MSG(res == ncclSuccess, "%s: tune_create %d (%s)", fx[f].name, res, err_last());
+      if (t == NULL) continue;
+      for (int k = 0; k < TUNE_NUM_COLLS; k++)
+        for (int i = 0; i < NSIZES; i++) {
+          tune_choice_t c;
+          CHECK_EQ_INT(tune_choose(t, colls[k], size_at(i), 1, &c), ncclSuccess);
+          check_choice(fx[f].name, &topo, colls[k], size_at(i), &c);
+          CHECK_MSG(want_mask_per_coll[k] & (1u << c.proto), "%s%s %s %llu: %s not allowed",
+                    fx[f].name, all ? " (all protocols made)" : "", tune_coll_name(colls[k]),
+                    (unsigned long long)size_at(i), tune_proto_name(c.proto));
+        }
+      tune_destroy(t);
+    }
 }
 
 static void case_force_simple(void) {
@@ -336,7 +346,7 @@ static void case_info_line(void) {
   CHECK_CONTAINS(log_text(), "(tuner: -, knob: NCCL_PROTO=allreduce:simple, model: Ring/LL)");
   /* The creation line says what the model starts from. */
   CHECK_CONTAINS(log_text(),
-                 "TUNE: 4 ranks on 1 nodes, ring of 32 channels at 20.6 GB/s each, "
+                 "TUNE: 4 ranks on 1 node(s), ring of 32 channels at 20.6 GB/s each, "
                  "protocols LL,LL128,Simple, NCCL_ALGO (unset), NCCL_PROTO "
                  "allreduce:simple, tuner -");
   tune_destroy(t);
