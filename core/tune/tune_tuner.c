@@ -151,20 +151,22 @@ ncclResult_t tune_tuner_coll_info(tune_tuner_t* t, ncclFunc_t coll, uint64_t nby
     int algo = NCCL_ALGO_UNDEF, proto = NCCL_PROTO_UNDEF;
     /* Neither CollNet nor NVLS is built. */
     res = v2->getCollInfo(t->ctx, coll, (size_t)nbytes, 0, 0, num_pipe_ops, &algo, &proto, &nch);
-    if (res == ncclSuccess && (algo != NCCL_ALGO_UNDEF || proto != NCCL_PROTO_UNDEF)) {
-      if (algo < 0 || algo >= NCCL_NUM_ALGORITHMS || proto < 0 || proto >= NCCL_NUM_PROTOCOLS)
-        INFO(NCCL_TUNING,
-             "TUNER/Plugin: '%s' answered algorithm %d protocol %d for %s: not a "
-             "valid pair, ignored",
-             t->name, algo, proto, tune_coll_name(coll));
-      else if (table[algo][proto] >= 0)
-        table[algo][proto] = 0.0f;
-      /* else: the revival check below reports nothing, as the table is unchanged; say it here */
-      else
-        INFO(NCCL_TUNING,
-             "TUNER/Plugin: '%s' chose %s/%s for %s, which is not usable here; "
-             "ignored",
-             t->name, tune_algo_name(algo), tune_proto_name(proto), tune_coll_name(coll));
+    /* The answer becomes a 0.0 in the table, where the entry is usable; v2 answers a pair, so
+     * one without the other is no answer. Unusable answers are reported here: the table stays
+     * as it was, so the check for revived entries below sees nothing. */
+    bool answered = algo != NCCL_ALGO_UNDEF || proto != NCCL_PROTO_UNDEF;
+    bool valid =
+        algo >= 0 && algo < NCCL_NUM_ALGORITHMS && proto >= 0 && proto < NCCL_NUM_PROTOCOLS;
+    if (res == ncclSuccess && answered && !valid) {
+      INFO(NCCL_TUNING,
+           "TUNER/Plugin: '%s' answered algorithm %d protocol %d for %s: not a pair, "
+           "ignored",
+           t->name, algo, proto, tune_coll_name(coll));
+    } else if (res == ncclSuccess && answered && table[algo][proto] < 0) {
+      INFO(NCCL_TUNING, "TUNER/Plugin: '%s' chose %s/%s for %s, which is not usable here; ignored",
+           t->name, tune_algo_name(algo), tune_proto_name(proto), tune_coll_name(coll));
+    } else if (res == ncclSuccess && answered) {
+      table[algo][proto] = 0.0f;
     }
   } else if (t->version == 3) {
     const ncclTuner_v3_t* v3 = t->table;

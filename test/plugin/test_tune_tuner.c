@@ -309,6 +309,25 @@ static void case_forbid_all(void) {
   unlink(log_path);
 }
 
+/* v2 answers a pair or nothing: a protocol alone is ignored, the model's choice stands. */
+static void case_v2_half_answer(void) {
+  env_base();
+  use_mock(2);
+  setenv("MOCK_TUNER_FORCE", "-,ll128,-", 1);
+  tune_topo_t topo = topo_nvlink();
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  tune_choice_t c;
+  choose(t, ncclFuncAllReduce, GIB, &c);
+  CHECK_EQ_INT(c.proto, NCCL_PROTO_SIMPLE);
+  CHECK_CONTAINS(log_text(),
+                 "'MockFn_v2' answered algorithm -1 protocol 1 for AllReduce: not a "
+                 "pair, ignored");
+  tune_destroy(t);
+  unlink(log_path);
+}
+
 /* ---- v5 / v6 only ---------------------------------------------------------------------------- */
 
 /* The constants a v5 tuner writes are the model's: LL made expensive, 8 B takes another. */
@@ -517,6 +536,7 @@ int main(int argc, char** argv) {
       snprintf(name, sizeof(name), "v%d_%s", version, per_version[i].name);
       fork_case(name, per_version[i].fn);
     }
+  fork_case("v2_half_answer", case_v2_half_answer);
   /* v2 answers a pair: it cannot forbid entries. */
   for (version = 3; version <= 6; version++) fork_case("forbid_all", case_forbid_all);
   for (version = 5; version <= 6; version++) fork_case("consts_changed", case_consts_changed);
