@@ -10,6 +10,7 @@
  *   MOCK_TUNER_COLL_FAIL=1     getCollInfo returns ncclInvalidArgument
  *   MOCK_TUNER_CHUNK=N         (v6) getChunkSize answers N
  *   MOCK_TUNER_BASE_LL=x       (v5, v6) init writes x into baseLatencies[Ring][LL]
+ *   MOCK_TUNER_PCI_SIMPLE=x    (v5, v6) init writes x into hwLatencies[PCI][Ring][Simple]
  * What it saw is kept in mock_tuner_state (exported), which the test reads through dlsym.
  */
 #include <stdlib.h>
@@ -137,6 +138,8 @@ static ncclResult_t mock_init_v5(void** ctx, uint64_t commId, size_t nRanks, siz
   mock_tuner_state.consts = *consts;
   const char* base = getenv("MOCK_TUNER_BASE_LL");
   if (base != NULL) consts->baseLatencies[NCCL_ALGO_RING][NCCL_PROTO_LL] = atof(base);
+  const char* pci = getenv("MOCK_TUNER_PCI_SIMPLE");
+  if (pci != NULL) consts->hwLatencies[NCCL_HW_PCI][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = atof(pci);
   return mock_init_common(ctx);
 }
 #endif

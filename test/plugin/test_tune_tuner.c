@@ -346,6 +346,39 @@ static void case_consts_changed(void) {
   unlink(log_path);
 }
 
+/* A change of NCCL's PCI row applies to the links it stands for: PCIe and shm (NCCL prices shm
+ * with its PCI latencies), and not to NVLink. 4 ranks, AllReduce: 6 steps of 5.7 -> 105.7 us. */
+static void case_consts_pci_row(void) {
+  env_base();
+  use_mock(version);
+  tune_topo_t topo = topo_nvlink();
+  topo.proto_mask = 5;
+  topo.slot_bytes[NCCL_PROTO_LL128] = 0;
+  float before[3];
+  tune_link_t links[3] = {TUNE_LINK_PCIE, TUNE_LINK_SHM, TUNE_LINK_NVLINK};
+  for (int i = 0; i < 3; i++) {
+    topo.link_intra = topo.link_inter = links[i];
+    tune_t* t = NULL;
+    CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+    if (t == NULL) return;
+    before[i] = tune_estimate_us(t, ncclFuncAllReduce, GIB);
+    tune_destroy(t);
+  }
+  setenv("MOCK_TUNER_PCI_SIMPLE", "105.7", 1);
+  for (int i = 0; i < 3; i++) {
+    topo.link_intra = topo.link_inter = links[i];
+    tune_t* t = NULL;
+    CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+    if (t == NULL) return;
+    float after = tune_estimate_us(t, ncclFuncAllReduce, GIB);
+    float want = i < 2 ? before[i] + 600.0f : before[i];
+    CHECK_MSG(after > want - 0.5f && after < want + 0.5f, "link %d: %f -> %f, want %f",
+              (int)links[i], (double)before[i], (double)after, (double)want);
+    tune_destroy(t);
+  }
+  unlink(log_path);
+}
+
 /* v6 getChunkSize: asked with the final (algo, proto, channels); clamped and rounded. */
 static void chunk_case(const char* value, uint32_t want) {
   env_base();
@@ -540,6 +573,7 @@ int main(int argc, char** argv) {
   /* v2 answers a pair: it cannot forbid entries. */
   for (version = 3; version <= 6; version++) fork_case("forbid_all", case_forbid_all);
   for (version = 5; version <= 6; version++) fork_case("consts_changed", case_consts_changed);
+  for (version = 5; version <= 6; version++) fork_case("consts_pci_row", case_consts_pci_row);
   fork_case("chunk_v6", case_chunk_v6);
   fork_case("chunk_v6_big", case_chunk_v6_big);
   fork_case("chunk_v6_tiny", case_chunk_v6_tiny);
