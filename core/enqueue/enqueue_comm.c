@@ -110,12 +110,12 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
       reqs[2 * c] = (transport_req_t){.peer = ch->next,
                                       .is_send = 1,
                                       .id = c,
-                                      .slot_bytes = dp->ring_slot_bytes,
+                                      .slot_bytes = {[KERN_PROTO_SIMPLE] = dp->ring_slot_bytes},
                                       .out = &ch->send};
       reqs[2 * c + 1] = (transport_req_t){.peer = ch->prev,
                                           .is_send = 0,
                                           .id = c,
-                                          .slot_bytes = dp->ring_slot_bytes,
+                                          .slot_bytes = {[KERN_PROTO_SIMPLE] = dp->ring_slot_bytes},
                                           .out = &ch->recv};
     }
   }
@@ -293,7 +293,8 @@ ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npee
     for (int c = 0; c < nch; c++)
       for (int dir = 0; dir < 2; dir++, k++)
         reqs[k] = (transport_req_t){
-            .peer = peers[i], .is_send = dir == 0, .id = c, .slot_bytes = slot, .out = &conns[k]};
+            .peer = peers[i], .is_send = dir == 0, .id = c,
+            .slot_bytes = {[KERN_PROTO_SIMPLE] = slot}, .out = &conns[k]};
   }
   CHECK_GOTO(transport_connect(dp->transport, reqs, nreq, ENQ_TAG_P2P), res, out);
   /* Upload the new connections only: other entries may be in use by running kernels. */
