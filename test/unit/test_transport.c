@@ -743,7 +743,8 @@ static int prove_buffers(const transport_req_t* q, int kind) {
       want_sync |= 1u << p;
     } else {
       EXPECT(own_buffer(c, p));
-      EXPECT((uintptr_t)c->buff[p] % TRANSPORT_BUFF_ALIGN == 0);
+      /* Net slots in GPU memory (GPUDirect) have cudaMalloc's alignment only. */
+      EXPECT((uintptr_t)c->buff[p] % (kind == KERN_TRANSPORT_NET ? 128 : TRANSPORT_BUFF_ALIGN) == 0);
       /* Zeroed at creation: LL and LL128 flags start at 1, so zero is never a valid line. */
       size_t nonzero = 0, bytes = (size_t)KERN_NSLOTS * c->slot_bytes[p];
       for (size_t k = 0; k < bytes; k++) nonzero += c->buff[p][k] != 0;
