@@ -378,6 +378,8 @@ ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npee
   for (int i = 0; i < npeers; i++) {
     const int nch = enq_p2p_nch_with(dp, peers[i]);
     const int p2p = transport_kind(dp->transport, peers[i]) == KERN_TRANSPORT_P2P;
+    /* Send/recv connections are made with SIMPLE only: the p2p kernel runs Simple (no plan
+     * chooses a protocol for send/recv yet), and LL buffers would cost memory for nothing. */
     uint32_t slot = enq_slot_bytes(p2p ? param_int(PARAM_P2P_NVL_CHUNKSIZE)
                                        : param_int(PARAM_P2P_PCI_CHUNKSIZE));
     for (int c = 0; c < nch; c++)
