@@ -1,0 +1,230 @@
+/*
+ * The cost model: one table of constants (below), and what it gives for one operation: a time,
+ * a channel and thread count, a chunk.
+ *
+ *   time = base(proto) * ops + intra_steps * hop(link_intra, proto) + inter_steps * hop(net, proto)
+ *          + nBytes * factor(coll) / (nchannels * per-channel bandwidth(proto))
+ *
+ * with ring steps 2(n-1) for AllReduce and n-1 for the others (Broadcast and Reduce pipeline a
+ * chain of n-1 hops), and factor = 2(n-1)/n for AllReduce, (n-1)/n for AllGather and
+ * ReduceScatter (nBytes is the whole gathered buffer), 1 for Broadcast and Reduce.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "tune_internal.h"
+
+/* =============================================================================================
+ * THE CONSTANTS. Every number the model uses is here.
+ * ============================================================================================= */
+
+/* Per link type (rows) and protocol (LL, LL128, Simple).
+ *   hw       NCCL's hardware-latency row that stands for this link in ncclTunerConstants_t
+ *            (-1: none; a v5/v6 tuner's change of that row applies to this link too)
+ *   hop_us   latency of one ring step over the link
+ *   bw_ch    GB/s of one channel when the graph gives no bandwidth (bw_intra/bw_inter <= 0)
+ *   cap_ch   per-channel cap of a protocol's bandwidth, GB/s (0: none besides the ones below)
+ * Sources:
+ *   NVLINK, PCIE, NET hop_us: NCCL's published ring hardware latencies (src/graph/tuning.cc,
+ *     hwLat[NCCL_HW_NVLINK|PCI|NET][Ring]: NVLink .6/1.9/3.4, PCI 1.0/2.5/5.7, net 2.7/4.0/14.0).
+ *   SHM: NCCL uses its PCI latencies for shared-memory paths; so do we.
+ *   bw_ch: NCCL's per-channel link speeds as its graph search uses them (SM90 NVLink 20.6 GB/s,
+ *     PCIe 12 GB/s, a 100 Gb/s NIC 12.5 GB/s); shm through host memory: Choir's estimate, 6 GB/s.
+ *   SAME_GPU (ranks sharing one GPU): PROVISIONAL, Choir's estimate for an H100/H200 (a step is a
+ *     store to and a poll of the GPU's own memory, no link); to be replaced by measurements.
+ *   cap_ch[LL]: LL's polling receiver moves far less than the link per channel (NCCL caps LL at
+ *     llMaxBws for the whole ring, below); over the network the proxy moves LL lines in whole
+ *     slots, at most the NIC's rate: 0 there. Choir's estimates. */
+typedef struct tune_link_row {
+  const char* name;
+  int hw;
+  float hop_us[NCCL_NUM_PROTOCOLS];
+  float bw_ch;
+  float cap_ch[NCCL_NUM_PROTOCOLS];
+} tune_link_row_t;
+
+/* clang-format off */
+static const tune_link_row_t tune_link_table[TUNE_LINK_NUM] = {
+  /*                       name        hw              hop_us LL, LL128, Simple  bw_ch  cap_ch LL, LL128, Simple */
+  [TUNE_LINK_NVLINK]   = {"NVLink",   NCCL_HW_NVLINK, {0.6f, 1.9f,  3.4f},     20.6f, {8.0f, 0, 0}},
+  [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0, 0}},
+  [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0, 0}},
+  [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0, 0}},
+  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.6f, 1.4f,  3.0f},     20.0f, {8.0f, 0, 0}},
+};
+/* clang-format on */
+
+/* Once per ring operation, per protocol: NCCL's published base latencies of the ring
+ * (baseLat[Ring] = LL 6.6, LL128 14.0, Simple 8.4 us). */
+static const float tune_base_us[NCCL_NUM_PROTOCOLS] = {6.6f, 14.0f, 8.4f};
+
+/* The fraction of the bytes a protocol moves that are data: LL 8 of 16, LL128 120 of 128. */
+static const float tune_proto_eff[NCCL_NUM_PROTOCOLS] = {0.5f, 120.0f / 128.0f, 1.0f};
+
+/* Per GPU generation (Volta, Ampere, Hopper, Blackwell) and scale (1 node, 2 nodes, 4 or more):
+ * NCCL's published caps (src/graph/tuning.cc): LL's bandwidth on the whole ring (llMaxBws), and
+ * LL128's per channel on a ring (perChMaxRingLL128Bws), GB/s. */
+static const double tune_ll_max_bw[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES] = {
+    {39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
+static const double tune_ll128_max_bw_ch[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES] = {
+    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {73.4, 73.4, 73.4}};
+
+/* Channel and thread count for small operations, NCCL's way: while nBytes < channels * threads *
+ * threshold * nranks, drop a channel, then halve the threads (down to 64). Thresholds in bytes per
+ * thread and rank (NCCL's NCCL_LL_THREAD_THRESHOLD 8, LL128 8, SIMPLE 64). */
+static const int tune_thread_threshold[NCCL_NUM_PROTOCOLS] = {8, 8, 64};
+/* Threads per CTA at most, per protocol: the kernels' KERN_NTHREADS for all three. */
+static const int tune_max_threads[NCCL_NUM_PROTOCOLS] = {KERN_NTHREADS, KERN_NTHREADS,
+                                                         KERN_NTHREADS};
+#define TUNE_MIN_THREADS 64
+
+/* Chunk: each rank's block on a channel is cut into about this many steps, so that the ring
+ * pipelines, but no step carries less than the protocol's minimum (a step costs a flag or a
+ * fence): LL 512 B (64 lines), LL128 3840 B (32 lines), Simple 16 KiB. */
+#define TUNE_PIPE_STEPS 4
+static const uint32_t tune_min_chunk[NCCL_NUM_PROTOCOLS] = {512, 3840, 16384};
+
+/* ============================================================================================= */
+
+static int tune_compcap_idx(int cuda_arch) {
+  if (cuda_arch >= 100) return NCCL_BLACKWELL_COMPCAP_IDX;
+  if (cuda_arch >= 90) return NCCL_HOPPER_COMPCAP_IDX;
+  if (cuda_arch >= 80) return NCCL_AMPERE_COMPCAP_IDX;
+  return NCCL_VOLTA_COMPCAP_IDX;
+}
+
+static int tune_scale_idx(int nnodes) {
+  return nnodes <= 1   ? NCCL_TUNING_SCALE_1NODE
+         : nnodes == 2 ? NCCL_TUNING_SCALE_2NODES
+                       : NCCL_TUNING_SCALE_4NODES;
+}
+
+/* The link whose latencies NCCL's hardware row h stands for in ncclTunerConstants_t. */
+static tune_link_t tune_link_of_hw(int h) {
+  return h == NCCL_HW_NVLINK ? TUNE_LINK_NVLINK : h == NCCL_HW_PCI ? TUNE_LINK_PCIE : TUNE_LINK_NET;
+}
+
+void tune_consts_fill(ncclTunerConstants_v5_t* c) {
+  memset(c, 0, sizeof(*c));
+  /* Only the ring is built: every other algorithm's entries stay 0. */
+  for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+    c->baseLatencies[NCCL_ALGO_RING][p] = tune_base_us[p];
+    for (int h = 0; h < NCCL_NUM_HW_LINKS; h++)
+      c->hwLatencies[h][NCCL_ALGO_RING][p] = tune_link_table[tune_link_of_hw(h)].hop_us[p];
+  }
+  memcpy(c->llMaxBws, tune_ll_max_bw, sizeof(c->llMaxBws));
+  memcpy(c->perChMaxRingLL128Bws, tune_ll128_max_bw_ch, sizeof(c->perChMaxRingLL128Bws));
+}
+
+/* hop latency of link for proto: the table's, or what a tuner wrote into its NCCL row. */
+static float tune_hop(tune_link_t link, int p, const ncclTunerConstants_v5_t* c,
+                      const ncclTunerConstants_v5_t* def) {
+  const tune_link_row_t* row = &tune_link_table[link];
+  if (row->hw >= 0 &&
+      c->hwLatencies[row->hw][NCCL_ALGO_RING][p] != def->hwLatencies[row->hw][NCCL_ALGO_RING][p])
+    return (float)c->hwLatencies[row->hw][NCCL_ALGO_RING][p];
+  return row->hop_us[p];
+}
+
+static float tune_min_cap(float a, float b) {
+  if (a <= 0) return b;
+  if (b <= 0) return a;
+  return a < b ? a : b;
+}
+
+void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c, tune_model_t* m) {
+  ncclTunerConstants_v5_t def;
+  tune_consts_fill(&def);
+  if (c == NULL) c = &def;
+  memset(m, 0, sizeof(*m));
+  int cc = tune_compcap_idx(topo->cuda_arch), sc = tune_scale_idx(topo->nnodes);
+  bool multi = topo->nnodes > 1;
+  const tune_link_row_t* ri = &tune_link_table[topo->link_intra];
+  const tune_link_row_t* rx = &tune_link_table[multi ? topo->link_inter : topo->link_intra];
+  for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+    m->base_us[p] = (float)c->baseLatencies[NCCL_ALGO_RING][p];
+    m->hop_intra_us[p] = tune_hop(topo->link_intra, p, c, &def);
+    m->hop_inter_us[p] = tune_hop(multi ? topo->link_inter : topo->link_intra, p, c, &def);
+    m->cap_ch[p] = multi ? tune_min_cap(ri->cap_ch[p], rx->cap_ch[p]) : ri->cap_ch[p];
+  }
+  m->cap_ch[NCCL_PROTO_LL128] =
+      tune_min_cap(m->cap_ch[NCCL_PROTO_LL128], (float)c->perChMaxRingLL128Bws[cc][sc]);
+  m->ll_max_bw = (float)c->llMaxBws[cc][sc];
+  float bi = topo->bw_intra > 0 ? topo->bw_intra : ri->bw_ch;
+  float bx = topo->bw_inter > 0 ? topo->bw_inter : rx->bw_ch;
+  m->bw_ch = multi && bx < bi ? bx : bi;
+}
+
+float tune_model_time(const tune_model_t* m, const tune_topo_t* topo, ncclFunc_t coll, int proto,
+                      uint64_t nbytes, int nchannels, int num_pipe_ops) {
+  int n = topo->nranks, nn = topo->nnodes > 0 ? topo->nnodes : 1;
+  int steps, inter;
+  double factor;
+  if (n <= 1) {
+    steps = inter = 0;
+    factor = 1.0; /* a local copy */
+  } else if (coll == ncclFuncAllReduce) {
+    steps = 2 * (n - 1);
+    inter = 2 * (nn - 1);
+    factor = 2.0 * (n - 1) / n;
+  } else if (coll == ncclFuncAllGather || coll == ncclFuncReduceScatter) {
+    steps = n - 1;
+    inter = nn - 1;
+    factor = (double)(n - 1) / n;
+  } else { /* Broadcast, Reduce: a pipelined chain */
+    steps = n - 1;
+    inter = nn - 1;
+    factor = 1.0;
+  }
+  if (inter > steps) inter = steps;
+  double bw_ch = m->bw_ch * tune_proto_eff[proto];
+  if (m->cap_ch[proto] > 0 && bw_ch > m->cap_ch[proto]) bw_ch = m->cap_ch[proto];
+  double bw = bw_ch * (nchannels > 0 ? nchannels : 1);
+  if (proto == NCCL_PROTO_LL && m->ll_max_bw > 0 && bw > m->ll_max_bw) bw = m->ll_max_bw;
+  double lat = (double)m->base_us[proto] * (num_pipe_ops > 1 ? num_pipe_ops : 1) +
+               (double)(steps - inter) * m->hop_intra_us[proto] +
+               (double)inter * m->hop_inter_us[proto];
+  /* GB/s = 1000 bytes per us */
+  return (float)(lat + (double)nbytes * factor / (bw * 1000.0));
+}
+
+void tune_model_channels(const tune_topo_t* topo, int proto, uint64_t nbytes, int max_channels,
+                         int* nchannels_p, int* nthreads_p) {
+  int nc = max_channels;
+  if (topo->cta_cap > 0 && nc > topo->cta_cap) nc = topo->cta_cap;
+  if (nc < 1) nc = 1;
+  int nt = tune_max_threads[proto];
+  uint64_t thr =
+      (uint64_t)tune_thread_threshold[proto] * (uint64_t)(topo->nranks > 0 ? topo->nranks : 1);
+  while (nbytes < (uint64_t)nc * (uint64_t)nt * thr) {
+    if (nc >= 2)
+      nc--;
+    else if (nt % 128 == 0 && nt / 2 >= TUNE_MIN_THREADS)
+      nt /= 2;
+    else
+      break;
+  }
+  *nchannels_p = nc;
+  *nthreads_p = nt;
+}
+
+uint32_t tune_model_capacity(const tune_topo_t* topo, int proto) {
+  if (proto < 0 || proto >= NCCL_NUM_PROTOCOLS || !(topo->proto_mask & (1u << proto))) return 0;
+  return kern_proto_step_capacity(proto, topo->slot_bytes[proto]);
+}
+
+uint32_t tune_model_chunk(const tune_topo_t* topo, ncclFunc_t coll, int proto, uint64_t nbytes,
+                          int nchannels) {
+  uint32_t cap = tune_model_capacity(topo, proto);
+  if (cap == 0) return 0;
+  uint64_t blocks = (uint64_t)(nchannels > 0 ? nchannels : 1);
+  if ((coll == ncclFuncAllReduce || coll == ncclFuncAllGather || coll == ncclFuncReduceScatter) &&
+      topo->nranks > 1)
+    blocks *= (uint64_t)topo->nranks;
+  uint64_t per_step = (nbytes / blocks + TUNE_PIPE_STEPS - 1) / TUNE_PIPE_STEPS;
+  per_step = (per_step + 15) & ~(uint64_t)15;
+  if (per_step < tune_min_chunk[proto]) per_step = tune_min_chunk[proto];
+  if (per_step > cap) per_step = cap;
+  return (uint32_t)per_step;
+}

@@ -1,0 +1,667 @@
+/*
+ * core/tune on the CPU: the model's choices on fixture-like topologies (4 x H200 NVLink, DGX H100,
+ * a PCIe box, ranks sharing a GPU, 2 and 16 nodes) for every collective and sizes 8 B .. 1 GB;
+ * NCCL_ALGO / NCCL_PROTO (forced choices, parsing, every error, nothing left);
+ * tune_protocols_for_link; identical decisions from equal inputs; the INFO line.
+ * Each case runs in a child process (knobs are read once per process).
+ *   test-tune            every case
+ *   test-tune table      print the choice per fixture, collective and size (for tuning the table)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fork_case.h"
+#include "kernels.h"
+#include "log_file.h"
+#include "tune.h"
+#include "tune_internal.h"
+
+/* ---- Fixtures ------------------------------------------------------------------------------ */
+
+typedef struct fixture {
+  const char* name;
+  tune_topo_t topo;
+} fixture_t;
+
+/* NCCL's default buffer sizes over 8 slots: LL 512 KiB, LL128 4800 KiB, Simple 4 MiB. */
+static tune_topo_t topo_make(int nranks, int nnodes, tune_link_t intra, tune_link_t inter, int nch,
+                             float bw_intra, float bw_inter) {
+  tune_topo_t t;
+  memset(&t, 0, sizeof(t));
+  t.nranks = nranks;
+  t.nnodes = nnodes;
+  t.local_ranks = nranks / nnodes;
+  t.gpu_share = intra == TUNE_LINK_SAME_GPU ? nranks : 1;
+  t.link_intra = intra;
+  t.link_inter = inter;
+  t.ring_nchannels = nch;
+  t.bw_intra = bw_intra;
+  t.bw_inter = bw_inter;
+  t.cuda_arch = 90;
+  uint32_t mask = 0;
+  if (tune_protocols_for_link(intra, &mask) != ncclSuccess) mask = 1u << NCCL_PROTO_SIMPLE;
+  if (nnodes > 1) {
+    uint32_t m2 = 0;
+    if (tune_protocols_for_link(inter, &m2) == ncclSuccess) mask &= m2;
+  }
+  t.proto_mask = mask;
+  t.slot_bytes[NCCL_PROTO_LL] = mask & (1u << NCCL_PROTO_LL) ? 524288 / KERN_NSLOTS : 0;
+  t.slot_bytes[NCCL_PROTO_LL128] = mask & (1u << NCCL_PROTO_LL128) ? 4915200 / KERN_NSLOTS : 0;
+  t.slot_bytes[NCCL_PROTO_SIMPLE] = 4194304 / KERN_NSLOTS;
+  t.algo_mask = 1u << NCCL_ALGO_RING;
+  return t;
+}
+
+#define NFIX 6
+static void fixtures(fixture_t f[NFIX]) {
+  /* Channel counts and per-channel bandwidths of the graph search's order on such machines. */
+  f[0] = (fixture_t){"h200x4-nvlink",
+                     topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.6f, 0)};
+  f[1] = (fixture_t){"dgx-h100", topo_make(8, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.6f, 0)};
+  f[2] = (fixture_t){"pcie-4gpu", topo_make(4, 1, TUNE_LINK_PCIE, TUNE_LINK_PCIE, 4, 12.0f, 0)};
+  f[3] =
+      (fixture_t){"same-gpu-4", topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 8, 0, 0)};
+  f[4] =
+      (fixture_t){"2-nodes", topo_make(16, 2, TUNE_LINK_NVLINK, TUNE_LINK_NET, 16, 20.6f, 12.5f)};
+  f[5] = (fixture_t){"16-nodes",
+                     topo_make(128, 16, TUNE_LINK_NVLINK, TUNE_LINK_NET, 16, 20.6f, 12.5f)};
+}
+
+static void env_quiet(void) {
+  setenv("NCCL_CONF_FILE", "/nonexistent/choir.conf", 1);
+  setenv("NCCL_TUNER_PLUGIN", "none", 1);
+}
+
+#define NSIZES 28 /* 8 B .. 1 GiB by powers of two */
+static uint64_t size_at(int i) { return (uint64_t)8 << i; }
+
+static const ncclFunc_t colls[TUNE_NUM_COLLS] = {
+    ncclFuncBroadcast, ncclFuncReduce, ncclFuncAllGather, ncclFuncReduceScatter, ncclFuncAllReduce};
+
+/* Every invariant of one choice. */
+static void check_choice(const char* fx, const tune_topo_t* topo, ncclFunc_t coll, uint64_t n,
+                         const tune_choice_t* c) {
+  CHECK_MSG(c->algo == NCCL_ALGO_RING, "%s %s %llu: algo %d", fx, tune_coll_name(coll),
+            (unsigned long long)n, c->algo);
+  CHECK_MSG(c->proto >= 0 && c->proto < NCCL_NUM_PROTOCOLS && (topo->proto_mask & (1u << c->proto)),
+            "%s %s %llu: proto %d outside mask 0x%x", fx, tune_coll_name(coll),
+            (unsigned long long)n, c->proto, topo->proto_mask);
+  CHECK_MSG(c->nchannels >= 1 && c->nchannels <= topo->ring_nchannels,
+            "%s %s %llu: %d channels of %d", fx, tune_coll_name(coll), (unsigned long long)n,
+            c->nchannels, topo->ring_nchannels);
+  CHECK_MSG(c->nthreads >= 64 && c->nthreads <= KERN_NTHREADS && c->nthreads % 32 == 0,
+            "%s %s %llu: %d threads", fx, tune_coll_name(coll), (unsigned long long)n, c->nthreads);
+  uint32_t cap = kern_proto_step_capacity(c->proto, topo->slot_bytes[c->proto]);
+  CHECK_MSG(c->chunk_bytes >= 16 && c->chunk_bytes % 16 == 0 && c->chunk_bytes <= cap,
+            "%s %s %llu: chunk %u (capacity %u)", fx, tune_coll_name(coll), (unsigned long long)n,
+            c->chunk_bytes, cap);
+  CHECK_MSG(c->time_us > 0 && isfinite(c->time_us), "%s %s %llu: time %f", fx, tune_coll_name(coll),
+            (unsigned long long)n, (double)c->time_us);
+}
+
+/* ---- The model's shape on every fixture ---------------------------------------------------- */
+
+static void case_model_shape(void) {
+  env_quiet();
+  fixture_t fx[NFIX];
+  fixtures(fx);
+  for (int f = 0; f < NFIX; f++) {
+    tune_t* t = NULL;
+    CHECK_EQ_INT(tune_create(&fx[f].topo, 0x1234, 0, &t), ncclSuccess);
+    if (t == NULL) continue;
+    for (int k = 0; k < TUNE_NUM_COLLS; k++) {
+      int last_proto = -1;
+      float last_time = 0;
+      int seen = 0;
+      for (int i = 0; i < NSIZES; i++) {
+        uint64_t n = size_at(i);
+        tune_choice_t c;
+        CHECK_EQ_INT(tune_choose(t, colls[k], n, 1, &c), ncclSuccess);
+        check_choice(fx[f].name, &fx[f].topo, colls[k], n, &c);
+        /* LL -> LL128 -> Simple as the size grows (the ids are in that order), never back. */
+        CHECK_MSG(c.proto >= last_proto, "%s %s %llu: %s after %s", fx[f].name,
+                  tune_coll_name(colls[k]), (unsigned long long)n, tune_proto_name(c.proto),
+                  tune_proto_name(last_proto));
+        CHECK_MSG(c.time_us >= last_time, "%s %s %llu: time %.3f < %.3f at the size before",
+                  fx[f].name, tune_coll_name(colls[k]), (unsigned long long)n, (double)c.time_us,
+                  (double)last_time);
+        /* The estimate without the tuner is the choice's time (no tuner here). */
+        CHECK_MSG(fabsf(tune_estimate_us(t, colls[k], n) - c.time_us) <= 1e-3f * c.time_us,
+                  "%s %s %llu: estimate %f, choice %f", fx[f].name, tune_coll_name(colls[k]),
+                  (unsigned long long)n, (double)tune_estimate_us(t, colls[k], n),
+                  (double)c.time_us);
+        seen |= 1 << c.proto;
+        last_proto = c.proto;
+        last_time = c.time_us;
+      }
+      /* The ends: LL for 8 bytes, Simple for 1 GiB, on every fixture. */
+      tune_choice_t small, big;
+      CHECK_EQ_INT(tune_choose(t, colls[k], 8, 1, &small), ncclSuccess);
+      CHECK_EQ_INT(tune_choose(t, colls[k], (uint64_t)1 << 30, 1, &big), ncclSuccess);
+      CHECK_MSG(small.proto == NCCL_PROTO_LL, "%s %s 8 B: %s", fx[f].name, tune_coll_name(colls[k]),
+                tune_proto_name(small.proto));
+      CHECK_MSG(big.proto == NCCL_PROTO_SIMPLE, "%s %s 1 GiB: %s", fx[f].name,
+                tune_coll_name(colls[k]), tune_proto_name(big.proto));
+      /* Fewer channels and threads for 8 bytes than the ring has; all of them for 1 GiB. */
+      CHECK_MSG(small.nchannels == 1 && small.nthreads == 64, "%s %s 8 B: %d ch %d threads",
+                fx[f].name, tune_coll_name(colls[k]), small.nchannels, small.nthreads);
+      CHECK_MSG(big.nchannels == fx[f].topo.ring_nchannels && big.nthreads == KERN_NTHREADS,
+                "%s %s 1 GiB: %d ch %d threads", fx[f].name, tune_coll_name(colls[k]),
+                big.nchannels, big.nthreads);
+      /* 1 GiB takes the full Simple step where each rank's block on a channel is 4 steps or more
+       * of it (16 nodes: 1 GiB / (128 ranks x 16 channels) = 512 KiB blocks, 128 KiB steps). */
+      uint64_t blocks = (uint64_t)fx[f].topo.ring_nchannels *
+                        (colls[k] >= ncclFuncAllGather ? (uint64_t)fx[f].topo.nranks : 1);
+      uint32_t full = fx[f].topo.slot_bytes[NCCL_PROTO_SIMPLE];
+      CHECK_EQ_INT(big.chunk_bytes, ((uint64_t)1 << 30) / blocks >= 4ull * full
+                                        ? full
+                                        : ((uint64_t)1 << 30) / blocks / 4);
+      /* Where LL128 is made (NVLink, the same GPU), AllReduce uses it for some middle sizes. */
+      if (colls[k] == ncclFuncAllReduce && (fx[f].topo.proto_mask & (1u << NCCL_PROTO_LL128)))
+        CHECK_MSG(seen & (1 << NCCL_PROTO_LL128), "%s AllReduce: LL128 never chosen", fx[f].name);
+    }
+    /* Time grows with the ring: an AllReduce of 1 MiB costs more on 16 nodes than on 2. */
+    tune_destroy(t);
+  }
+  tune_t *t2 = NULL, *t16 = NULL;
+  CHECK_EQ_INT(tune_create(&fx[4].topo, 1, 0, &t2), ncclSuccess);
+  CHECK_EQ_INT(tune_create(&fx[5].topo, 1, 0, &t16), ncclSuccess);
+  if (t2 != NULL && t16 != NULL)
+    CHECK_TRUE(tune_estimate_us(t16, ncclFuncAllReduce, 1 << 20) >
+               tune_estimate_us(t2, ncclFuncAllReduce, 1 << 20));
+  tune_destroy(t2);
+  tune_destroy(t16);
+}
+
+/* The formula on numbers worked by hand: 4 ranks on NVLink, 32 channels of 20 GB/s, Simple,
+ * AllReduce of 32 MiB: 8.4 + 6 * 3.4 us + 32 MiB * 1.5 / (640 GB/s) = 28.8 + 78.64 us. */
+static void case_model_formula(void) {
+  env_quiet();
+  tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.0f, 0);
+  tune_model_t m;
+  tune_model_build(&topo, NULL, &m);
+  float t = tune_model_time(&m, &topo, ncclFuncAllReduce, NCCL_PROTO_SIMPLE, 32u << 20, 32, 1);
+  double want = 8.4 + 6 * 3.4 + (32.0 * 1048576) * 1.5 / (640.0 * 1000);
+  CHECK_MSG(fabs(t - want) < 0.01, "AllReduce Simple: %f, want %f", (double)t, want);
+  /* AllGather: n-1 steps and (n-1)/n of the bytes. */
+  t = tune_model_time(&m, &topo, ncclFuncAllGather, NCCL_PROTO_SIMPLE, 32u << 20, 32, 1);
+  want = 8.4 + 3 * 3.4 + (32.0 * 1048576) * 0.75 / (640.0 * 1000);
+  CHECK_MSG(fabs(t - want) < 0.01, "AllGather Simple: %f, want %f", (double)t, want);
+  /* Broadcast: n-1 steps, all the bytes once. Two pipelined ops pay the base twice. */
+  t = tune_model_time(&m, &topo, ncclFuncBroadcast, NCCL_PROTO_SIMPLE, 32u << 20, 32, 2);
+  want = 2 * 8.4 + 3 * 3.4 + (32.0 * 1048576) / (640.0 * 1000);
+  CHECK_MSG(fabs(t - want) < 0.01, "Broadcast Simple x2: %f, want %f", (double)t, want);
+  /* LL: half of each line is data, and the per-channel LL cap (8 GB/s on NVLink) binds. */
+  t = tune_model_time(&m, &topo, ncclFuncAllReduce, NCCL_PROTO_LL, 1u << 20, 32, 1);
+  want = 6.6 + 6 * 0.6 + 1048576.0 * 1.5 / (141.0 * 1000); /* 32 x 8 > llMaxBw 141 */
+  CHECK_MSG(fabs(t - want) < 0.01, "AllReduce LL: %f, want %f", (double)t, want);
+  /* Two nodes: the ring's inter-node steps pay the network's hop, the bandwidth the NIC's. */
+  tune_topo_t two = topo_make(16, 2, TUNE_LINK_NVLINK, TUNE_LINK_NET, 8, 20.0f, 12.5f);
+  tune_model_build(&two, NULL, &m);
+  t = tune_model_time(&m, &two, ncclFuncAllReduce, NCCL_PROTO_SIMPLE, 16u << 20, 8, 1);
+  want = 8.4 + 28 * 3.4 + 2 * 14.0 + (16.0 * 1048576) * 30.0 / 16 / (100.0 * 1000);
+  CHECK_MSG(fabs(t - want) < 0.01, "2 nodes AllReduce Simple: %f, want %f", (double)t, want);
+  /* One rank: no steps. */
+  tune_topo_t one = topo_make(1, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 1, 20.0f, 0);
+  tune_model_build(&one, NULL, &m);
+  t = tune_model_time(&m, &one, ncclFuncAllReduce, NCCL_PROTO_SIMPLE, 0, 1, 1);
+  CHECK_MSG(fabs(t - 8.4) < 0.01, "1 rank: %f", (double)t);
+}
+
+/* Channels: the CTA cap, and the small-size reduction; chunks smaller for small messages. */
+static void case_channels_chunk(void) {
+  env_quiet();
+  tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.6f, 0);
+  topo.cta_cap = 5;
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&topo, 9, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  tune_choice_t c;
+  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, (uint64_t)1 << 30, 1, &c), ncclSuccess);
+  CHECK_EQ_INT(c.nchannels, 5);
+  int last_nc = 0;
+  uint32_t last_chunk = 0;
+  int last_proto = -1;
+  for (int i = 0; i < NSIZES; i++) {
+    CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, size_at(i), 1, &c), ncclSuccess);
+    /* Within one protocol, channels and chunk never shrink as the size grows. */
+    if (c.proto == last_proto) {
+      CHECK_MSG(c.nchannels >= last_nc, "%llu: %d channels after %d",
+                (unsigned long long)size_at(i), c.nchannels, last_nc);
+      CHECK_MSG(c.chunk_bytes >= last_chunk, "%llu: chunk %u after %u",
+                (unsigned long long)size_at(i), c.chunk_bytes, last_chunk);
+    }
+    last_nc = c.nchannels;
+    last_chunk = c.chunk_bytes;
+    last_proto = c.proto;
+  }
+  tune_destroy(t);
+  /* 64 KiB with LL on 32 channels: 4 ranks x 8 bytes per thread: 64 KiB / (32 * 4) = 512 threads
+   * x 1 channel... the loop drops channels while 64 KiB < nc * 512 * 32. */
+  int nc, nt;
+  topo.cta_cap = 0;
+  tune_model_channels(&topo, NCCL_PROTO_LL, 65536, 32, &nc, &nt);
+  CHECK_EQ_INT(nc, 4);
+  CHECK_EQ_INT(nt, 512);
+  tune_model_channels(&topo, NCCL_PROTO_SIMPLE, 65536, 32, &nc, &nt);
+  CHECK_EQ_INT(nc, 1);
+  CHECK_EQ_INT(nt, 256);
+  /* Chunk: 1 MiB AllReduce on 8 channels of 4 ranks: 32 KiB blocks in 4 steps of 8 KiB, below
+   * Simple's 16 KiB floor; LL: 8 KiB; LL128: 8 KiB rounded to 16. */
+  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncAllReduce, NCCL_PROTO_SIMPLE, 1 << 20, 8), 16384);
+  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncAllReduce, NCCL_PROTO_LL, 1 << 20, 8), 8192);
+  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncAllReduce, NCCL_PROTO_LL128, 1 << 20, 8), 8192);
+  /* Capped by the protocol's capacity: LL's 64 KiB slot carries 32 KiB of data. */
+  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncAllReduce, NCCL_PROTO_LL, 1u << 30, 8), 32768);
+  /* Broadcast: the whole buffer per channel, no split by ranks. */
+  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncBroadcast, NCCL_PROTO_LL128, 1 << 20, 8), 32768);
+}
+
+/* ---- Knobs --------------------------------------------------------------------------------- */
+
+/* For each fixture, every collective and size: the forced protocol wherever the knob says.
+ * Twice: with the protocols the transport would make under this knob (tune_protocols_for_link),
+ * and with all three made (connections made before, or for another communicator), where only
+ * the knob's filter in the model keeps the others out. */
+static void forced_run(uint32_t want_mask_per_coll[TUNE_NUM_COLLS]) {
+  fixture_t fx[NFIX];
+  fixtures(fx);
+  for (int all = 0; all < 2; all++)
+    for (int f = 0; f < NFIX; f++) {
+      tune_topo_t topo = fx[f].topo;
+      if (all) {
+        topo.proto_mask = 7;
+        topo.slot_bytes[NCCL_PROTO_LL] = 524288 / KERN_NSLOTS;
+        topo.slot_bytes[NCCL_PROTO_LL128] = 4915200 / KERN_NSLOTS;
+      }
+      tune_t* t = NULL;
+      ncclResult_t res = tune_create(&topo, 7, 0, &t);
+      CHECK_MSG(res == ncclSuccess, "%s: tune_create %d (%s)", fx[f].name, res, err_last());
+      if (t == NULL) continue;
+      for (int k = 0; k < TUNE_NUM_COLLS; k++)
+        for (int i = 0; i < NSIZES; i++) {
+          tune_choice_t c;
+          CHECK_EQ_INT(tune_choose(t, colls[k], size_at(i), 1, &c), ncclSuccess);
+          check_choice(fx[f].name, &topo, colls[k], size_at(i), &c);
+          CHECK_MSG(want_mask_per_coll[k] & (1u << c.proto), "%s%s %s %llu: %s not allowed",
+                    fx[f].name, all ? " (all protocols made)" : "", tune_coll_name(colls[k]),
+                    (unsigned long long)size_at(i), tune_proto_name(c.proto));
+        }
+      tune_destroy(t);
+    }
+}
+
+static void case_force_simple(void) {
+  env_quiet();
+  setenv("NCCL_PROTO", "sImPlE", 1);
+  uint32_t m[TUNE_NUM_COLLS] = {4, 4, 4, 4, 4};
+  forced_run(m);
+}
+
+static void case_force_not_ll(void) {
+  env_quiet();
+  setenv("NCCL_PROTO", " ^ ll ", 1);
+  setenv("NCCL_ALGO", "ring", 1);
+  uint32_t m[TUNE_NUM_COLLS] = {6, 6, 6, 6, 6};
+  forced_run(m);
+}
+
+static void case_force_per_coll(void) {
+  env_quiet();
+  /* AllReduce LL everywhere, Broadcast Simple, AllGather anything but Simple; the rest free.
+   * NCCL_ALGO names algorithms that are not built next to the ring: allowed. */
+  setenv("NCCL_PROTO", "allreduce:ll;broadcast:simple;AllGather:^simple", 1);
+  setenv("NCCL_ALGO", "allreduce:tree,ring;^nvls", 1);
+  uint32_t m[TUNE_NUM_COLLS] = {4, 7, 3, 7, 1};
+  forced_run(m);
+}
+
+/* The knob's mark on the INFO line: the model's own choice, and which knob changed it. */
+static void case_info_line(void) {
+  env_quiet();
+  snprintf(log_path, sizeof(log_path), "/tmp/choir-test-tune-%d.log", (int)getpid());
+  unlink(log_path);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+  setenv("NCCL_DEBUG_FILE", log_path, 1);
+  setenv("NCCL_PROTO", "allreduce:simple", 1);
+  tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.6f, 0);
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  tune_choice_t c;
+  CHECK_EQ_INT(tune_choose(t, ncclFuncBroadcast, 4096, 1, &c), ncclSuccess);
+  char want[256];
+  snprintf(want, sizeof(want),
+           "TUNE: Broadcast 4096 bytes: Ring/LL %d channels %d threads chunk %u time %.1f us "
+           "(tuner: -, knob: -)",
+           c.nchannels, c.nthreads, c.chunk_bytes, (double)c.time_us);
+  CHECK_CONTAINS(log_text(), want);
+  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, 4096, 3, &c), ncclSuccess);
+  CHECK_CONTAINS(log_text(), "TUNE: AllReduce 4096 bytes (pipelined): Ring/Simple");
+  CHECK_CONTAINS(log_text(), "(tuner: -, knob: NCCL_PROTO=allreduce:simple, model: Ring/LL)");
+  /* The creation line says what the model starts from. */
+  CHECK_CONTAINS(log_text(),
+                 "TUNE: 4 ranks on 1 node(s), ring of 32 channels at 20.6 GB/s each, "
+                 "protocols LL,LL128,Simple, NCCL_ALGO (unset), NCCL_PROTO "
+                 "allreduce:simple, tuner -");
+  tune_destroy(t);
+  unlink(log_path);
+}
+
+/* Parsing: accepted values and what they allow; every malformed value and its message. */
+static void case_knob_parse(void) {
+  env_quiet();
+  tune_knob_t k;
+  CHECK_EQ_INT(tune_knob_parse(&tune_knob_proto, NULL, &k), ncclSuccess);
+  CHECK_TRUE(!k.set && k.allow[4] == 7 && k.named[4] == 0);
+  CHECK_EQ_INT(tune_knob_parse(&tune_knob_proto, "  ", &k), ncclSuccess);
+  CHECK_TRUE(!k.set && k.allow[0] == 7);
+  CHECK_EQ_INT(tune_knob_parse(&tune_knob_proto, "LL128, simple", &k), ncclSuccess);
+  for (int c = 0; c < TUNE_NUM_COLLS; c++) CHECK_TRUE(k.allow[c] == 6 && k.named[c] == 6);
+  CHECK_EQ_INT(tune_knob_parse(&tune_knob_proto, "^LL128", &k), ncclSuccess);
+  for (int c = 0; c < TUNE_NUM_COLLS; c++) CHECK_TRUE(k.allow[c] == 5 && k.named[c] == 0);
+  /* Entries apply in order: every collective LL, then AllReduce and ReduceScatter otherwise. */
+  CHECK_EQ_INT(tune_knob_parse(&tune_knob_proto, "ll;ALLREDUCE:^ll;reducescatter : simple", &k),
+               ncclSuccess);
+  CHECK_TRUE(k.allow[ncclFuncBroadcast] == 1 && k.allow[ncclFuncAllGather] == 1);
+  CHECK_TRUE(k.allow[ncclFuncAllReduce] == 6 && k.allow[ncclFuncReduceScatter] == 4);
+  /* A collective without an algorithm to choose is accepted (NCCL's names) and changes nothing. */
+  CHECK_EQ_INT(tune_knob_parse(&tune_knob_algo, "sendrecv:ring;allgather:pat,NVLSTree", &k),
+               ncclSuccess);
+  CHECK_TRUE(k.allow[ncclFuncAllReduce] == 0x7f);
+  CHECK_TRUE(k.allow[ncclFuncAllGather] == ((1u << NCCL_ALGO_PAT) | (1u << NCCL_ALGO_NVLS_TREE)));
+  CHECK_EQ_INT(tune_knob_parse(&tune_knob_algo,
+                               "Tree,Ring,CollnetDirect,CollnetChain,NVLS,"
+                               "NVLSTree,PAT",
+                               &k),
+               ncclSuccess);
+  CHECK_TRUE(k.allow[0] == 0x7f);
+
+  static const struct {
+    const tune_knob_kind_t* kind;
+    const char* value;
+    const char* msg;
+  } bad[] = {
+      {&tune_knob_proto, "foo", "NCCL_PROTO=\"foo\": unknown protocol 'foo'"},
+      {&tune_knob_proto, "LL128x", "unknown protocol 'LL128x'"},
+      {&tune_knob_algo, "ring,trees", "NCCL_ALGO=\"ring,trees\": unknown algorithm 'trees'"},
+      {&tune_knob_algo, "collnet", "unknown algorithm 'collnet'"},
+      {&tune_knob_proto, "ll,,simple", "empty name in the entry 'll,,simple'"},
+      {&tune_knob_proto, "ll,", "empty name in the entry 'll,'"},
+      {&tune_knob_proto, "^", "no name in the entry '^'"},
+      {&tune_knob_proto, "allreduce:", "no name in the entry 'allreduce:'"},
+      {&tune_knob_proto, "allreduce:^", "no name in the entry 'allreduce:^'"},
+      {&tune_knob_proto, ":ll", "no collective before ':' in the entry ':ll'"},
+      {&tune_knob_proto, "allreduc:ll", "unknown collective 'allreduc'"},
+      {&tune_knob_proto, "ll;;simple",
+       "NCCL_PROTO=\"ll;;simple\": an empty entry (two ';' in a "
+       "row, or one at an end); expected"},
+      {&tune_knob_proto, ";ll", "an empty entry"},
+      {&tune_knob_proto, "ll;", "an empty entry"},
+      {&tune_knob_proto, "allreduce:ll:simple", "more than one ':' in the entry"},
+      {&tune_knob_proto, "ll^simple", "unknown protocol 'll^simple'"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    err_clear_last();
+    tune_knob_t keep;
+    memset(&keep, 0xab, sizeof(keep));
+    k = keep;
+    CHECK_MSG(tune_knob_parse(bad[i].kind, bad[i].value, &k) == ncclInvalidUsage, "'%s' accepted",
+              bad[i].value);
+    CHECK_CONTAINS(err_last(), bad[i].msg);
+    /* The message says what is accepted. */
+    CHECK_CONTAINS(err_last(), bad[i].kind == &tune_knob_proto ? "(LL, LL128, Simple)"
+                                                               : "(Tree, Ring, CollnetDirect");
+    /* The output is written only on success. */
+    CHECK_TRUE(memcmp(&k, &keep, sizeof(k)) == 0);
+  }
+}
+
+/* A malformed knob fails tune_create and tune_protocols_for_link. */
+static void case_knob_malformed_env(void) {
+  env_quiet();
+  setenv("NCCL_PROTO", "LL,SIMPEL", 1);
+  tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 4, 20.6f, 0);
+  topo.proto_mask = 7;
+  topo.slot_bytes[0] = 65536;
+  topo.slot_bytes[1] = 614400;
+  tune_t* t = NULL;
+  err_clear_last();
+  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
+  CHECK_TRUE(t == NULL);
+  CHECK_CONTAINS(err_last(), "NCCL_PROTO=\"LL,SIMPEL\": unknown protocol 'SIMPEL'");
+  uint32_t mask = 0xdead;
+  CHECK_EQ_INT(tune_protocols_for_link(TUNE_LINK_NVLINK, &mask), ncclInvalidUsage);
+  CHECK_EQ_INT(mask, 0xdead);
+}
+
+static void case_knob_algo_env_bad(void) {
+  env_quiet();
+  setenv("NCCL_ALGO", "allreduce:ring;allgather:", 1);
+  tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 4, 20.6f, 0);
+  tune_t* t = NULL;
+  err_clear_last();
+  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
+  CHECK_CONTAINS(err_last(), "NCCL_ALGO=\"allreduce:ring;allgather:\": no name in the entry");
+}
+
+/* Nothing left: a knob that allows only what is not built, or protocols without buffers. */
+static void case_nothing_left_algo(void) {
+  env_quiet();
+  setenv("NCCL_ALGO", "Tree", 1);
+  tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 4, 20.6f, 0);
+  tune_t* t = NULL;
+  err_clear_last();
+  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
+  CHECK_TRUE(t == NULL);
+  CHECK_CONTAINS(err_last(),
+                 "NCCL_ALGO=\"Tree\" leaves Broadcast no algorithm to run: it "
+                 "allows Tree for Broadcast, and Choir builds Ring only");
+  CHECK_CONTAINS(err_last(), "or unset NCCL_ALGO");
+}
+
+static void case_nothing_left_algo_per_coll(void) {
+  env_quiet();
+  setenv("NCCL_ALGO", "allgather:^ring", 1);
+  tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 4, 20.6f, 0);
+  tune_t* t = NULL;
+  err_clear_last();
+  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
+  CHECK_CONTAINS(err_last(),
+                 "leaves AllGather no algorithm to run: it allows Tree,"
+                 "CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT for AllGather");
+}
+
+static void case_nothing_left_proto(void) {
+  env_quiet();
+  /* LL128 named for AllReduce: the transport would make LL128 buffers (named explicitly), but
+   * this topology was connected without them (a PCIe ring that connected before the knob). */
+  setenv("NCCL_PROTO", "allreduce:LL128", 1);
+  tune_topo_t topo = topo_make(4, 1, TUNE_LINK_PCIE, TUNE_LINK_PCIE, 4, 12.0f, 0);
+  uint32_t mask = 0;
+  CHECK_EQ_INT(tune_protocols_for_link(TUNE_LINK_PCIE, &mask), ncclSuccess);
+  CHECK_EQ_INT(mask, 7);
+  topo.proto_mask = 5;
+  topo.slot_bytes[NCCL_PROTO_LL128] = 0;
+  tune_t* t = NULL;
+  err_clear_last();
+  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
+  CHECK_CONTAINS(err_last(),
+                 "NCCL_PROTO=\"allreduce:LL128\" leaves AllReduce no protocol to "
+                 "run: it allows LL128 for AllReduce, and this communicator's "
+                 "connections have buffers for LL,Simple only");
+  /* A protocol in the mask whose slot holds no step counts as absent too. */
+  topo.proto_mask = 7;
+  topo.slot_bytes[NCCL_PROTO_LL128] = 64; /* less than one line */
+  err_clear_last();
+  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
+  CHECK_CONTAINS(err_last(), "leaves AllReduce no protocol to run");
+}
+
+/* The protocols the transport makes per link. */
+static void links_case(const char* proto_env, const uint32_t want[TUNE_LINK_NUM]) {
+  env_quiet();
+  if (proto_env != NULL) setenv("NCCL_PROTO", proto_env, 1);
+  for (int l = 0; l < TUNE_LINK_NUM; l++) {
+    uint32_t mask = 0;
+    CHECK_EQ_INT(tune_protocols_for_link((tune_link_t)l, &mask), ncclSuccess);
+    CHECK_MSG(mask == want[l], "NCCL_PROTO=%s link %d: 0x%x, want 0x%x",
+              proto_env ? proto_env : "(unset)", l, mask, want[l]);
+  }
+}
+/* Order: NVLINK, PCIE, SHM, NET, SAME_GPU; bits LL=1, LL128=2, SIMPLE=4. */
+static void case_links_default(void) {
+  static const uint32_t w[] = {7, 5, 5, 5, 7};
+  links_case(NULL, w);
+  uint32_t mask = 0;
+  err_clear_last();
+  CHECK_EQ_INT(tune_protocols_for_link((tune_link_t)9, &mask), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "link type 9");
+}
+static void case_links_no_ll128(void) {
+  static const uint32_t w[] = {5, 5, 5, 5, 5};
+  links_case("^LL128", w);
+}
+static void case_links_ll128_named(void) {
+  /* Named explicitly: made everywhere, the user's risk (as in NCCL); LL not made at all. */
+  static const uint32_t w[] = {6, 6, 6, 6, 6};
+  links_case("LL128", w);
+}
+static void case_links_no_ll(void) {
+  static const uint32_t w[] = {6, 4, 4, 4, 6};
+  links_case("^ll", w);
+}
+static void case_links_simple(void) {
+  /* Simple is always made, even where the knob excludes it for every collective. */
+  static const uint32_t w[] = {7, 5, 5, 5, 7};
+  links_case("^simple", w);
+}
+
+/* Equal inputs, equal decisions: two communicators' ranks built separately. */
+static void case_same_on_every_rank(void) {
+  env_quiet();
+  fixture_t fx[NFIX];
+  fixtures(fx);
+  for (int f = 0; f < NFIX; f++) {
+    tune_t *a = NULL, *b = NULL;
+    tune_topo_t copy = fx[f].topo;
+    CHECK_EQ_INT(tune_create(&fx[f].topo, 42, 0, &a), ncclSuccess);
+    CHECK_EQ_INT(tune_create(&copy, 42, fx[f].topo.nranks - 1, &b), ncclSuccess);
+    if (a == NULL || b == NULL) continue;
+    for (int k = 0; k < TUNE_NUM_COLLS; k++)
+      for (int i = 0; i < NSIZES; i++)
+        for (int ops = 1; ops <= 4; ops += 3) {
+          tune_choice_t ca, cb;
+          memset(&ca, 0, sizeof(ca));
+          memset(&cb, 0, sizeof(cb));
+          CHECK_EQ_INT(tune_choose(a, colls[k], size_at(i) + (uint64_t)i * 3, ops, &ca),
+                       ncclSuccess);
+          CHECK_EQ_INT(tune_choose(b, colls[k], size_at(i) + (uint64_t)i * 3, ops, &cb),
+                       ncclSuccess);
+          CHECK_MSG(memcmp(&ca, &cb, sizeof(ca)) == 0, "%s %s %llu: ranks differ", fx[f].name,
+                    tune_coll_name(colls[k]), (unsigned long long)size_at(i));
+        }
+    tune_destroy(a);
+    tune_destroy(b);
+  }
+}
+
+/* Programming errors of the caller: a topology that cannot be modelled, a non-collective. */
+static void case_bad_inputs(void) {
+  env_quiet();
+  tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 4, 20.6f, 0);
+  tune_t* t = NULL;
+  tune_topo_t b = topo;
+  b.ring_nchannels = 0;
+  err_clear_last();
+  CHECK_EQ_INT(tune_create(&b, 1, 0, &t), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "ring_nchannels outside 1..KERN_MAX_CHANNELS");
+  b = topo;
+  b.nnodes = 5;
+  CHECK_EQ_INT(tune_create(&b, 1, 0, &t), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "nnodes outside 1..nranks");
+  b = topo;
+  b.link_inter = (tune_link_t)7;
+  CHECK_EQ_INT(tune_create(&b, 1, 0, &t), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "link type outside tune_link_t");
+  b = topo;
+  b.algo_mask = 1u << NCCL_ALGO_TREE;
+  CHECK_EQ_INT(tune_create(&b, 1, 0, &t), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "algo_mask without the ring");
+  b = topo;
+  b.slot_bytes[NCCL_PROTO_SIMPLE] = 0;
+  CHECK_EQ_INT(tune_create(&b, 1, 0, &t), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "no Simple buffers");
+  CHECK_TRUE(t == NULL);
+  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  tune_choice_t c;
+  CHECK_EQ_INT(tune_choose(t, ncclFuncSend, 64, 1, &c), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "tune_choose: Send (6) is not a collective");
+  /* Estimates for every ncclFunc_t, growing with the bytes. */
+  for (int f = 0; f < ncclNumFuncs; f++) {
+    float s = tune_estimate_us(t, (ncclFunc_t)f, 64),
+          l = tune_estimate_us(t, (ncclFunc_t)f, 1 << 28);
+    CHECK_MSG(s > 0 && l > s && isfinite(l), "%s: %f then %f", tune_coll_name(f), (double)s,
+              (double)l);
+  }
+  tune_destroy(t);
+  tune_destroy(NULL);
+}
+
+/* ---- The choice table, for people ----------------------------------------------------------- */
+
+static int print_table(void) {
+  env_quiet();
+  fixture_t fx[NFIX];
+  fixtures(fx);
+  for (int f = 0; f < NFIX; f++) {
+    tune_t* t = NULL;
+    if (tune_create(&fx[f].topo, 1, 0, &t) != ncclSuccess) return 1;
+    for (int k = 0; k < TUNE_NUM_COLLS; k++) {
+      printf("%s %s:", fx[f].name, tune_coll_name(colls[k]));
+      int last = -1;
+      for (int i = 0; i < NSIZES; i++) {
+        tune_choice_t c;
+        if (tune_choose(t, colls[k], size_at(i), 1, &c) != ncclSuccess) return 1;
+        if (c.proto != last)
+          printf(" %s from %llu B (%.1f us)", tune_proto_name(c.proto),
+                 (unsigned long long)size_at(i), (double)c.time_us);
+        last = c.proto;
+      }
+      printf("\n");
+    }
+    tune_destroy(t);
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && strcmp(argv[1], "table") == 0) return print_table();
+  fork_case("model_shape", case_model_shape);
+  fork_case("model_formula", case_model_formula);
+  fork_case("channels_chunk", case_channels_chunk);
+  fork_case("force_simple", case_force_simple);
+  fork_case("force_not_ll", case_force_not_ll);
+  fork_case("force_per_coll", case_force_per_coll);
+  fork_case("info_line", case_info_line);
+  fork_case("knob_parse", case_knob_parse);
+  fork_case("knob_malformed_env", case_knob_malformed_env);
+  fork_case("knob_algo_env_bad", case_knob_algo_env_bad);
+  fork_case("nothing_left_algo", case_nothing_left_algo);
+  fork_case("nothing_left_algo_per_coll", case_nothing_left_algo_per_coll);
+  fork_case("nothing_left_proto", case_nothing_left_proto);
+  fork_case("links_default", case_links_default);
+  fork_case("links_no_ll128", case_links_no_ll128);
+  fork_case("links_ll128_named", case_links_ll128_named);
+  fork_case("links_no_ll", case_links_no_ll);
+  fork_case("links_simple", case_links_simple);
+  fork_case("same_on_every_rank", case_same_on_every_rank);
+  fork_case("bad_inputs", case_bad_inputs);
+  return check_finish("test-tune");
+}
