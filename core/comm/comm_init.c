@@ -124,7 +124,7 @@ static int comm_p2p_policy(void* ctx, int peer, int* use_read_p) {
  * takes part in both exchanges even when its own part failed, so that all of them agree: then
  * nobody gets a graph (rings in rank order), with an INFO line. */
 static ncclResult_t comm_topology_hosts(ncclComm_t comm, const comm_peer_info_t* peers,
-                                        graph_t** graph_p) {
+                                        const graph_limits_t* lim, graph_t** graph_p) {
   const int n = comm->nranks;
   topo_rank_info_t* tr = NULL;
   graph_rank_info_t* gr = NULL;
@@ -181,8 +181,7 @@ static ncclResult_t comm_topology_hosts(ncclComm_t comm, const comm_peer_info_t*
          why ? why : "another rank could not search its host", nnodes);
     goto out;
   }
-  graph_limits_t lim = {.min_channels = 0, .max_channels = 0};
-  if (graph_combine(per_node, nnodes, gr, n, &lim, graph_p) != ncclSuccess) {
+  if (graph_combine(per_node, nnodes, gr, n, lim, graph_p) != ncclSuccess) {
     /* The same inputs on every rank: they all get here, and all use rank order. */
     INFO(NCCL_GRAPH, "comm 0x%llx: the hosts' searches do not combine; rings in rank order",
          (unsigned long long)comm->comm_hash);
@@ -203,7 +202,7 @@ out:
 /* Topology of this host and the ring search. Identical on every rank: the same all-gathered
  * input and a deterministic search. Fills *graph_p (NULL when skipped). */
 static ncclResult_t comm_topology(ncclComm_t comm, const comm_peer_info_t* peers,
-                                  graph_t** graph_p) {
+                                  const graph_limits_t* lim, graph_t** graph_p) {
   *graph_p = NULL;
   const int n = comm->nranks;
   if (comm->gpu_share > 1) {
@@ -214,7 +213,7 @@ static ncclResult_t comm_topology(ncclComm_t comm, const comm_peer_info_t* peers
   }
   for (int r = 0; r < n; r++)
     if (peers[r].host_hash != peers[comm->rank].host_hash)
-      return comm_topology_hosts(comm, peers, graph_p);
+      return comm_topology_hosts(comm, peers, lim, graph_p);
   topo_rank_info_t* tr = NULL;
   graph_rank_info_t* gr = NULL;
   ncclResult_t res = MEM_CALLOC(&tr, (size_t)n);
@@ -228,8 +227,7 @@ static ncclResult_t comm_topology(ncclComm_t comm, const comm_peer_info_t* peers
     res = topo_rank_to_gpu(comm->topo, r, &g);
     gr[r] = (graph_rank_info_t){.node = 0, .local_gpu = g};
   }
-  graph_limits_t lim = {.min_channels = 0, .max_channels = 0};
-  if (res == ncclSuccess) res = graph_compute(comm->topo, gr, n, &lim, graph_p);
+  if (res == ncclSuccess) res = graph_compute(comm->topo, gr, n, lim, graph_p);
   free(gr);
   free(tr);
   return res;
@@ -317,6 +315,26 @@ static ncclResult_t comm_gpu_sharing(ncclComm_t comm, const comm_peer_info_t* pe
   return ncclSuccess;
 }
 
+/* Hosts the ranks span, and the most ranks on one host (from the all-gathered peers). */
+static int comm_nnodes(const comm_peer_info_t* peers, int n) {
+  int nodes = 0;
+  for (int r = 0; r < n; r++) {
+    int q = 0;
+    while (q < r && peers[q].host_hash != peers[r].host_hash) q++;
+    nodes += q == r;
+  }
+  return nodes;
+}
+static int comm_local_ranks(const comm_peer_info_t* peers, int n) {
+  int most = 0;
+  for (int r = 0; r < n; r++) {
+    int here = 0;
+    for (int q = 0; q < n; q++) here += peers[q].host_hash == peers[r].host_hash;
+    if (here > most) most = here;
+  }
+  return most;
+}
+
 ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
   pthread_once(&comm_banner_once, comm_banner);
   comm->bootstrap = bs;
@@ -361,12 +379,14 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
     tpeers[r].cuda_dev = peers[r].cuda_dev;
     tpeers[r].pid = peers[r].pid;
   }
+  /* The channel limits, once: the graph and the data path apply these and nothing else. */
+  graph_limits_t lim;
+  graph_limits_make(comm->config.min_ctas, comm->config.max_ctas, comm->cta_cap, &lim);
   graph_t* graph = NULL;
-  res = comm_topology(comm, peers, &graph);
+  res = comm_topology(comm, peers, &lim, &graph);
   enq_comm_args_t dargs = {.bs = bs, .rank = comm->rank, .nranks = comm->nranks,
                            .cuda_dev = comm->cuda_dev, .peers = tpeers,
-                           .abort_flag = &comm->abort_flag, .min_ctas = comm->config.min_ctas,
-                           .max_ctas = comm->config.max_ctas,
+                           .abort_flag = &comm->abort_flag, .lim = lim,
                            .net_peer_nch = comm->config.nchannels_per_net_peer,
                            .comm_hash = comm->comm_hash,
                            .net_name = comm->config.net_name,
@@ -375,7 +395,14 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
                            .nrings = graph ? graph_nchannels(graph) : 0,
                            .p2p_policy = comm->topo ? comm_p2p_policy : NULL,
                            .p2p_policy_ctx = comm,
-                           .cta_cap = comm->cta_cap};
+                           .cta_cap = comm->cta_cap,
+                           .gpu_share = comm->gpu_share,
+                           /* What the cost model knows of the links (graph_t is freed below). */
+                           .graph_type_intra = graph ? graph->type_intra : -1,
+                           .graph_bw_intra = graph ? graph->bw_intra : 0.0f,
+                           .graph_bw_inter = graph ? graph->bw_inter : 0.0f,
+                           .nnodes = comm_nnodes(peers, comm->nranks),
+                           .local_ranks = comm_local_ranks(peers, comm->nranks)};
   if (res == ncclSuccess) res = enqueue_comm_create(&dargs, &comm->dp);
   graph_free(graph);
   free(tpeers);

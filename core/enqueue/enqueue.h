@@ -12,6 +12,7 @@
 
 #include "base.h"
 #include "bootstrap.h"
+#include "graph.h"
 #include "nccl.h"
 #include "transport.h"
 
@@ -68,8 +69,10 @@ typedef struct enq_comm_args {
   int cuda_dev;
   const transport_peer_t* peers; /* nranks entries (copied) */
   volatile uint32_t* abort_flag; /* the communicator's host-side abort flag */
-  int min_ctas;                  /* config minCTAs / maxCTAs (already validated) */
-  int max_ctas;
+  /* The channel limits (graph_limits_make: config minCTAs/maxCTAs, NCCL_MIN/MAX_NCHANNELS and
+   * the CTA cap, computed once by the communicator): the ring channel count is Choir's default
+   * for the ring's slowest transport brought within them. */
+  graph_limits_t lim;
   int net_peer_nch;              /* config nChannelsPerNetPeer, -1: Choir's default */
   uint64_t comm_hash;
   const char* net_name;          /* config netName (NCCL_NET applied), NULL: any; copied */
@@ -84,6 +87,15 @@ typedef struct enq_comm_args {
   /* Most CTAs one launch of this rank may use (0: no cap), the same on every rank: ranks that
    * share a GPU spin on each other, so all their CTAs must be resident at once. */
   int cta_cap;
+  /* For the cost model (core/tune), equal on every rank: the most ranks on one GPU (1: none
+   * share), the graph's farthest intra-node hop (topo_path_type_t; -1: no graph) and per-channel
+   * bandwidths in GB/s (<= 0: unknown), the hosts spanned and the most ranks on one. */
+  int gpu_share;
+  int graph_type_intra;
+  float graph_bw_intra;
+  float graph_bw_inter;
+  int nnodes;
+  int local_ranks;
 } enq_comm_args_t;
 
 /* Build the data path: ring channels (order and count from the topology and graph), their

@@ -28,9 +28,11 @@
  * oversubscribed the CPUs. config.nChannelsPerNetPeer / NCCL_NCHANNELS_PER_NET_PEER override. */
 #define ENQ_NET_P2P_NCH 2
 
+/* A slot of a connection buffer of `bytes` (NCCL_*BUFFSIZE / KERN_NSLOTS): whole 128-byte lines
+ * (an LL128 line, and a multiple of every protocol's unit), at least 4 KiB, at most 1 GiB. */
 static uint32_t enq_slot_bytes(int64_t bytes) {
   uint64_t b = bytes > 0 ? (uint64_t)bytes : 0;
-  b &= ~(uint64_t)63; /* whole 64-byte lines */
+  b &= ~(uint64_t)127;
   if (b < 4096) b = 4096;
   if (b > (1u << 30)) b = 1u << 30;
   return (uint32_t)b;
@@ -38,20 +40,73 @@ static uint32_t enq_slot_bytes(int64_t bytes) {
 
 static int enq_clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* The number of ring channels: Choir's default, then NCCL_MIN/MAX_NCHANNELS, then the
- * communicator's minCTAs/maxCTAs, within 1..KERN_MAX_CHANNELS. Equal on every rank as long as
- * the environment is (as NCCL assumes). */
-static int enq_ring_nchannels(const enq_comm_t* a, int slowest) {
+/* The number of ring channels: Choir's default for the ring's slowest transport, brought within
+ * the communicator's limits (computed once: graph_limits_make). Equal on every rank. */
+static int enq_ring_nchannels(const enq_comm_t* dp, int slowest) {
   int n = slowest == KERN_TRANSPORT_P2P   ? ENQ_DEFAULT_CHANNELS_P2P
           : slowest == KERN_TRANSPORT_SHM ? ENQ_DEFAULT_CHANNELS_SHM
                                           : ENQ_DEFAULT_CHANNELS_NET;
-  int64_t lo = param_int(PARAM_MIN_NCHANNELS), hi = param_int(PARAM_MAX_NCHANNELS);
-  if (hi > 0 && n > hi) n = (int)hi;
-  if (lo > 0 && n < lo) n = (int)enq_clamp((int)lo, 1, KERN_MAX_CHANNELS);
-  if (a->max_ctas > 0 && n > a->max_ctas) n = a->max_ctas;
-  if (a->min_ctas > 0 && n < a->min_ctas) n = a->min_ctas;
-  if (a->cta_cap > 0 && n > a->cta_cap) n = a->cta_cap; /* residency beats every request */
-  return enq_clamp(n, 1, KERN_MAX_CHANNELS);
+  return enq_clamp(graph_limits_apply(&dp->lim, n), 1, KERN_MAX_CHANNELS);
+}
+
+tune_link_t enqueue_link_of(kern_transport_t kind, int gpu_share, int graph_type_intra) {
+  switch (kind) {
+    case KERN_TRANSPORT_P2P:
+      /* Ranks sharing a GPU reach each other through its memory (p2p on the device). */
+      if (gpu_share > 1) return TUNE_LINK_SAME_GPU;
+      return graph_type_intra >= 0 && graph_type_intra <= TOPO_PATH_NVB ? TUNE_LINK_NVLINK
+                                                                        : TUNE_LINK_PCIE;
+    case KERN_TRANSPORT_SHM: return TUNE_LINK_SHM;
+    default: return TUNE_LINK_NET;
+  }
+}
+
+/* The slowest transport (kinds order p2p < shm < net) of this rank's hops, among the peers on
+ * its host ([0]) and among all ([1]); no peer on the host: net (no intra-node hop). */
+static void enq_local_slowest(enq_comm_t* dp, int32_t out[2]) {
+  out[0] = out[1] = KERN_TRANSPORT_P2P;
+  int local_peers = 0;
+  for (int r = 0; r < dp->nranks; r++) {
+    if (r == dp->rank) continue;
+    const int k = (int)transport_kind(dp->transport, r);
+    if (k > out[1]) out[1] = k;
+    if (dp->peers[r].host_hash != dp->peers[dp->rank].host_hash) continue;
+    local_peers++;
+    if (k > out[0]) out[0] = k;
+  }
+  if (local_peers == 0) out[0] = KERN_TRANSPORT_NET;
+}
+
+/* What the model knows before the ring is connected, from the slowest transports (intra-node,
+ * overall): links, channel count, the protocols and slots the ring connections get. */
+static ncclResult_t enq_tune_topo(enq_comm_t* dp, int slow_intra, int slow_all, tune_topo_t* tp) {
+  memset(tp, 0, sizeof(*tp));
+  tp->nranks = dp->nranks;
+  tp->nnodes = dp->nnodes > 0 ? dp->nnodes : 1;
+  tp->local_ranks = dp->local_ranks > 0 ? dp->local_ranks : dp->nranks;
+  tp->gpu_share = dp->gpu_share > 0 ? dp->gpu_share : 1;
+  tp->link_intra = enqueue_link_of((kern_transport_t)slow_intra, dp->gpu_share,
+                                   dp->graph_type_intra);
+  tp->link_inter = tp->nnodes > 1 ? TUNE_LINK_NET : tp->link_intra;
+  tp->ring_nchannels = enq_ring_nchannels(dp, slow_all);
+  tp->bw_intra = dp->graph_bw_intra;
+  tp->bw_inter = dp->graph_bw_inter;
+  tp->cta_cap = dp->cta_cap;
+  int sm = 90;
+  if (cuda_device_sm(dp->cuda_dev, &sm) != ncclSuccess || sm <= 0) sm = 90;
+  tp->cuda_arch = sm;
+  tp->algo_mask = 1u << NCCL_ALGO_RING;
+  /* Every hop of a ring carries the ring's protocols: those of both kinds of link. */
+  uint32_t m_intra = 0, m_inter = 0;
+  CHECK(tune_protocols_for_link(tp->link_intra, &m_intra));
+  CHECK(tune_protocols_for_link(tp->link_inter, &m_inter));
+  tp->proto_mask = (m_intra & m_inter) | 1u << NCCL_PROTO_SIMPLE;
+  const int64_t bufs[KERN_PROTO_NUM] = {[KERN_PROTO_LL] = param_int(PARAM_LL_BUFFSIZE),
+                                        [KERN_PROTO_LL128] = param_int(PARAM_LL128_BUFFSIZE),
+                                        [KERN_PROTO_SIMPLE] = param_int(PARAM_BUFFSIZE)};
+  for (int p = 0; p < KERN_PROTO_NUM; p++)
+    tp->slot_bytes[p] = tp->proto_mask >> p & 1u ? enq_slot_bytes(bufs[p] / KERN_NSLOTS) : 0;
+  return ncclSuccess;
 }
 
 static ncclResult_t enq_upload(enq_comm_t* dp, void* dst, const void* src, size_t size) {
@@ -67,22 +122,22 @@ static ncclResult_t enq_upload_comm(enq_comm_t* dp) {
 }
 
 static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
-  /* The channel count must be equal everywhere: agree on the slowest transport any pair of
-   * ranks uses (kinds order p2p < shm < net). */
+  /* The channel count and the protocols must be equal everywhere: agree on the slowest
+   * transport any pair of ranks uses, within a node and overall. */
   int32_t* slowest = NULL;
-  CHECK(MEM_CALLOC(&slowest, (size_t)dp->nranks));
-  slowest[dp->rank] = KERN_TRANSPORT_P2P;
+  CHECK(MEM_CALLOC(&slowest, (size_t)2 * dp->nranks));
+  enq_local_slowest(dp, &slowest[2 * dp->rank]);
+  ncclResult_t ares = bootstrap_allgather(dp->bs, slowest, 2 * sizeof(int32_t));
+  int slow_intra = KERN_TRANSPORT_P2P, slow_all = KERN_TRANSPORT_P2P;
   for (int r = 0; r < dp->nranks; r++) {
-    int k = r == dp->rank ? KERN_TRANSPORT_P2P : (int)transport_kind(dp->transport, r);
-    if (k > slowest[dp->rank]) slowest[dp->rank] = k;
+    if (slowest[2 * r] > slow_intra) slow_intra = slowest[2 * r];
+    if (slowest[2 * r + 1] > slow_all) slow_all = slowest[2 * r + 1];
   }
-  ncclResult_t ares = bootstrap_allgather(dp->bs, slowest, sizeof(int32_t));
-  int worst = KERN_TRANSPORT_P2P;
-  for (int r = 0; r < dp->nranks; r++)
-    if (slowest[r] > worst) worst = slowest[r];
   free(slowest);
   CHECK(ares);
-  dp->nchannels = enq_ring_nchannels(dp, worst);
+  tune_topo_t tp;
+  CHECK(enq_tune_topo(dp, slow_intra, slow_all, &tp));
+  dp->nchannels = tp.ring_nchannels;
   const int n = dp->nranks, nch = dp->nchannels;
   CHECK(MEM_CALLOC(&dp->ring_ranks, (size_t)nch * n));
   /* The topology search's rings, reused cyclically (the kernels want more channels than the
@@ -95,6 +150,7 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   dp->dev_bytes += sizeof(int32_t) * (size_t)nch * n;
   CHECK(enq_upload(dp, dp->dev_ring_ranks, dp->ring_ranks, sizeof(int32_t) * (size_t)nch * n));
 
+  /* Ring connections get a buffer per protocol the model may choose (tp.slot_bytes). */
   transport_req_t* reqs = NULL;
   if (n > 1) CHECK(MEM_CALLOC(&reqs, (size_t)2 * nch));
   for (int c = 0; c < nch; c++) {
@@ -107,16 +163,11 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
     ch->next = ring[(idx + 1) % n];
     ch->ranks = dp->dev_ring_ranks + (size_t)c * n;
     if (n > 1) {
-      reqs[2 * c] = (transport_req_t){.peer = ch->next,
-                                      .is_send = 1,
-                                      .id = c,
-                                      .slot_bytes = dp->ring_slot_bytes,
-                                      .out = &ch->send};
-      reqs[2 * c + 1] = (transport_req_t){.peer = ch->prev,
-                                          .is_send = 0,
-                                          .id = c,
-                                          .slot_bytes = dp->ring_slot_bytes,
-                                          .out = &ch->recv};
+      reqs[2 * c] = (transport_req_t){.peer = ch->next, .is_send = 1, .id = c, .out = &ch->send};
+      reqs[2 * c + 1] =
+          (transport_req_t){.peer = ch->prev, .is_send = 0, .id = c, .out = &ch->recv};
+      memcpy(reqs[2 * c].slot_bytes, tp.slot_bytes, sizeof(reqs[2 * c].slot_bytes));
+      memcpy(reqs[2 * c + 1].slot_bytes, tp.slot_bytes, sizeof(reqs[2 * c + 1].slot_bytes));
     }
   }
   ncclResult_t res = ncclSuccess;
@@ -124,10 +175,40 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   free(reqs);
   CHECK(res);
   dp->host_kc.nchannels = nch;
-  if (n > 1)
-    INFO(NCCL_INIT, "comm 0x%llx rank %d: %d ring channels connected via %s, %u-byte slots",
-         (unsigned long long)dp->comm_hash, dp->rank, nch,
-         transport_kind_name(dp->host_kc.channels[0].send.transport), dp->ring_slot_bytes);
+  if (n == 1) return ncclSuccess; /* one rank: no ring, no model (enq_launch_single) */
+  /* The model of what the ring got: the slots as the transport made them (a protocol sharing
+   * SIMPLE's buffer has SIMPLE's slot). */
+  const kern_conn_t* c0 = &dp->host_kc.channels[0].send;
+  tp.proto_mask = 0;
+  for (int p = 0; p < KERN_PROTO_NUM; p++) {
+    tp.slot_bytes[p] = c0->slot_bytes[p];
+    if (c0->slot_bytes[p] != 0) tp.proto_mask |= 1u << p;
+  }
+  CHECK(tune_create(&tp, dp->comm_hash, dp->rank, &dp->tune));
+  INFO(NCCL_INIT | NCCL_TUNING,
+       "comm 0x%llx rank %d: %d ring channels connected via %s (links: %s %d, %s %d), slots LL "
+       "%u LL128 %u Simple %u, protocol mask 0x%x",
+       (unsigned long long)dp->comm_hash, dp->rank, nch, transport_kind_name(c0->transport),
+       "intra", (int)tp.link_intra, "inter", (int)tp.link_inter, tp.slot_bytes[KERN_PROTO_LL],
+       tp.slot_bytes[KERN_PROTO_LL128], tp.slot_bytes[KERN_PROTO_SIMPLE], tp.proto_mask);
+  return ncclSuccess;
+}
+
+ncclResult_t enqueue_comm_sim_tune(enq_comm_t* dp, tune_t** t_p) {
+  if (dp->tune != NULL) {
+    *t_p = dp->tune;
+    return ncclSuccess;
+  }
+  if (dp->tune_sim == NULL) {
+    /* Without connecting: this rank's own view of the links (the connect agrees on the slowest
+     * over all ranks; an estimate needs no agreement). */
+    int32_t slow[2] = {KERN_TRANSPORT_P2P, KERN_TRANSPORT_P2P};
+    if (dp->transport != NULL) enq_local_slowest(dp, slow);
+    tune_topo_t tp;
+    CHECK(enq_tune_topo(dp, slow[0], slow[1], &tp));
+    CHECK(tune_create(&tp, dp->comm_hash, dp->rank, &dp->tune_sim));
+  }
+  *t_p = dp->tune_sim;
   return ncclSuccess;
 }
 
@@ -142,10 +223,19 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   dp->traffic_class = a->traffic_class;
   dp->bs = a->bs;
   dp->host_abort = a->abort_flag;
-  dp->min_ctas = a->min_ctas;
-  dp->max_ctas = a->max_ctas;
+  dp->lim = a->lim;
   dp->net_peer_nch = a->net_peer_nch;
-  dp->ring_slot_bytes = enq_slot_bytes(param_int(PARAM_BUFFSIZE) / KERN_NSLOTS);
+  dp->gpu_share = a->gpu_share > 0 ? a->gpu_share : 1;
+  dp->graph_type_intra = a->graph_type_intra;
+  dp->graph_bw_intra = a->graph_bw_intra;
+  dp->graph_bw_inter = a->graph_bw_inter;
+  dp->nnodes = a->nnodes;
+  dp->local_ranks = a->local_ranks;
+  {
+    /* A malformed NCCL_PROTO fails the communicator's creation, not its first collective. */
+    uint32_t mask = 0;
+    CHECK_GOTO(tune_protocols_for_link(TUNE_LINK_NVLINK, &mask), res, err);
+  }
   int64_t p2p_max = param_int(PARAM_MAX_P2P_NCHANNELS);
   dp->p2p_nch =
       enq_clamp(p2p_max > 0 ? (int)p2p_max : ENQ_DEFAULT_P2P_NCH, 1, KERN_MAX_P2P_CHANNELS);
@@ -157,7 +247,7 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   if (dp->cta_cap > 0)
     INFO(NCCL_INIT, "comm 0x%llx rank %d: CTA cap %d: at most %d ring channels, %d send/recv "
          "connections per peer, %d CTAs per send/recv launch", (unsigned long long)dp->comm_hash,
-         dp->rank, dp->cta_cap, enq_clamp(dp->cta_cap, 1, KERN_MAX_CHANNELS), dp->p2p_nch,
+         dp->rank, dp->cta_cap, graph_limits_apply(&dp->lim, KERN_MAX_CHANNELS), dp->p2p_nch,
          enq_p2p_batch_ctas(dp));
   if (a->net_name != NULL && (dp->net_name = strdup(a->net_name)) == NULL) {
     WARN("rank %d: out of memory", a->rank);
@@ -288,12 +378,15 @@ ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npee
   for (int i = 0; i < npeers; i++) {
     const int nch = enq_p2p_nch_with(dp, peers[i]);
     const int p2p = transport_kind(dp->transport, peers[i]) == KERN_TRANSPORT_P2P;
+    /* Send/recv connections are made with SIMPLE only: the p2p kernel runs Simple (no plan
+     * chooses a protocol for send/recv yet), and LL buffers would cost memory for nothing. */
     uint32_t slot = enq_slot_bytes(p2p ? param_int(PARAM_P2P_NVL_CHUNKSIZE)
                                        : param_int(PARAM_P2P_PCI_CHUNKSIZE));
     for (int c = 0; c < nch; c++)
       for (int dir = 0; dir < 2; dir++, k++)
         reqs[k] = (transport_req_t){
-            .peer = peers[i], .is_send = dir == 0, .id = c, .slot_bytes = slot, .out = &conns[k]};
+            .peer = peers[i], .is_send = dir == 0, .id = c,
+            .slot_bytes = {[KERN_PROTO_SIMPLE] = slot}, .out = &conns[k]};
   }
   CHECK_GOTO(transport_connect(dp->transport, reqs, nreq, ENQ_TAG_P2P), res, out);
   /* Upload the new connections only: other entries may be in use by running kernels. */
@@ -349,6 +442,8 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
   if (dp->launched && dp->done_ev) cudaEventSynchronize(dp->done_ev);
   if (dp->dev_ring_ranks) cudaFree(dp->dev_ring_ranks);
   enq_device_release(dp);
+  tune_destroy(dp->tune);
+  tune_destroy(dp->tune_sim);
   if (saved >= 0) cuda_set_device(saved);
   free(dp->ring_ranks);
   free(dp->graph_rings);

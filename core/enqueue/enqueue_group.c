@@ -266,13 +266,14 @@ static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_inf
   ncclResult_t res = ncclSuccess;
   if (sim_info != NULL) {
     float t = 0;
-    for (enq_comm_t* dp = list; dp; dp = dp->group_next) {
-      float e = enqueue_plan_estimate(dp);
+    for (enq_comm_t* dp = list; dp && res == ncclSuccess; dp = dp->group_next) {
+      float e = 0;
+      res = enqueue_plan_estimate(dp, &e);
       if (e > t) t = e; /* communicators run side by side */
     }
     sim_info->estimatedTime = t;
     enqueue_group_release(list);
-    return ncclSuccess;
+    return res;
   }
   int saved = -1;
   if (cuda_get_device(&saved) != ncclSuccess) saved = -1;

@@ -11,6 +11,7 @@
 #include "enqueue.h"
 #include "kernels.h"
 #include "nccl_common.h"
+#include "tune.h"
 
 /* Setup work (allocations, IPC, uploads on a private stream) may run while the application
  * captures a CUDA graph, even in the global capture mode that forbids such calls; like NCCL,
@@ -65,9 +66,17 @@ struct enq_comm {
   void* p2p_policy_ctx;
   kern_conn_t* dev_p2p;    /* [2][nranks * KERN_MAX_P2P_CHANNELS]: send, then recv */
   int nchannels;            /* ring channels, decided at the first collective */
-  int min_ctas, max_ctas;   /* the communicator's config */
+  graph_limits_t lim;       /* the communicator's channel limits (enq_comm_args_t) */
   int net_peer_nch;         /* config nChannelsPerNetPeer, -1: ENQ_NET_P2P_NCH */
-  uint32_t ring_slot_bytes;
+  /* What the cost model is told (enq_comm_args_t). */
+  int gpu_share;
+  int graph_type_intra;
+  float graph_bw_intra, graph_bw_inter;
+  int nnodes, local_ranks;
+  /* The cost model of the connected ring (NULL until then, and with one rank), and one made
+   * without connecting for ncclGroupSimulateEnd before that (enqueue_plan_estimate). */
+  tune_t* tune;
+  tune_t* tune_sim;
   int p2p_nch;             /* connections per peer and direction (p2p transport) */
   int cta_cap;             /* most CTAs of one launch (0: no cap): ranks sharing a GPU */
   uint8_t* p2p_nch_peer;   /* per peer: connections made per direction (0: not connected) */
@@ -92,6 +101,35 @@ struct enq_comm {
   int nredops;
 };
 
+/* The plan of one collective: what tune_choose decided, as the kernel's work descriptor takes
+ * it. Every rank derives the same plan from the same call (tune_choose is deterministic given
+ * equal inputs, and its inputs are equal on every rank). */
+typedef struct enq_plan {
+  int algo;             /* NCCL_ALGO_* */
+  int proto;            /* NCCL_PROTO_* = kern_proto_t */
+  int nchannels;        /* CTAs, one ring channel each */
+  int nthreads;         /* threads per CTA */
+  uint32_t chunk_bytes; /* data bytes per step at most */
+  float time_us;        /* the model's estimate */
+} enq_plan_t;
+
+/* The plan of collective op (count > 0) in a group of num_pipe_ops collectives, on t (the
+ * connected ring's model) for nranks ranks. Checks the choice against the ring: its protocol
+ * must have buffers on the ring connections (ring_slot_bytes[proto] != 0), its channels within
+ * 1..ring_nchannels; an answer outside that is a bug in the model or the tuner
+ * (ncclInternalError with a WARN). */
+ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int num_pipe_ops,
+                               const uint32_t ring_slot_bytes[KERN_PROTO_NUM], int ring_nchannels,
+                               enq_plan_t* plan_p);
+/* NCCL's nBytes of an operation for the model: count * type size, times nranks for AllGather
+ * and ReduceScatter (the tuner's convention) and for what AlltoAll sends. */
+uint64_t enqueue_plan_nbytes(const enq_op_t* op, int nranks);
+
+/* The model's view of the links, for tune_topo_t (enqueue_comm.c): the link of a hop of kind
+ * `kind` (gpu_share and the graph's intra-node path type decide between NVLink, PCIe and the
+ * same GPU), and the protocols the ring connections get over the links intra and inter. */
+tune_link_t enqueue_link_of(kern_transport_t kind, int gpu_share, int graph_type_intra);
+
 /* enqueue_plan.c */
 /* Connections the pending operations need that do not exist yet: 1 if any. */
 int enqueue_plan_needs_connect(enq_comm_t* dp);
@@ -99,8 +137,11 @@ int enqueue_plan_needs_connect(enq_comm_t* dp);
 ncclResult_t enqueue_plan_connect(enq_comm_t* dp);
 /* Plan and launch every pending operation, then clear the list. */
 ncclResult_t enqueue_plan_launch(enq_comm_t* dp);
-/* Estimated time in microseconds of the pending operations (ncclGroupSimulateEnd). */
-float enqueue_plan_estimate(const enq_comm_t* dp);
+/* Estimated time in microseconds of the pending operations (ncclGroupSimulateEnd): the sum of
+ * the model's estimates (tune_estimate_us), on the connected ring's model or, before the ring is
+ * connected, one made from what is known without connecting (enqueue_comm_sim_tune). 0 with
+ * nothing pending. Errors: the model's (tune_create). */
+ncclResult_t enqueue_plan_estimate(enq_comm_t* dp, float* us_p);
 void enqueue_plan_clear(enq_comm_t* dp);
 
 /* enqueue_group.c */
@@ -113,6 +154,9 @@ void enqueue_redop_scalar(enq_comm_t* dp, ncclRedOp_t op, uint64_t* bits_p, cons
 ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp);
 /* Connect the ring channels (collective over all ranks): at the first collective. */
 ncclResult_t enqueue_comm_connect_ring(enq_comm_t* dp);
+/* The model for ncclGroupSimulateEnd: the connected ring's, or else one made (once) from what
+ * is known without connecting (this rank's transports, the graph, the limits). */
+ncclResult_t enqueue_comm_sim_tune(enq_comm_t* dp, tune_t** t_p);
 /* Connect both directions with each listed peer (p2p channels), update the device structures. */
 ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npeers);
 

@@ -4,6 +4,10 @@
  * and receives (and AlltoAll, Gather, Scatter, which are made of them) launch in batches that
  * progress together in one kernel.
  *
+ * Each collective gets its plan (algorithm, protocol, channels, threads, chunk) in one place,
+ * enqueue_plan_make, from the cost model of the connected ring (core/tune): the same inputs on
+ * every rank, so the same plan.
+ *
  * Every rank must derive the same launches from matching calls, or the kernels would wait for
  * each other forever. So: collectives keep call order (every rank calls them in the same order);
  * the k-th send to a peer meets the peer's k-th receive from this rank (NCCL's matching rule),
@@ -18,8 +22,6 @@
 
 #include "enqueue_internal.h"
 
-/* A collective gets one channel per this many bytes (total over ranks), up to the channels. */
-#define ENQ_BYTES_PER_CHANNEL (256 * 1024)
 /* A send or receive gets one CTA per this many bytes, up to the peer's connections. */
 #define ENQ_P2P_BYTES_PER_CTA (128 * 1024)
 /* CTAs a p2p batch may use at most (all must be resident together). */
@@ -97,16 +99,50 @@ static ncclResult_t enq_stream_leave(enq_comm_t* dp, cudaStream_t s, int capturi
 
 /* ---- Collectives -------------------------------------------------------------------------- */
 
-static uint32_t enq_round16(uint64_t v) {
-  v = (v + 15) / 16 * 16;
-  return (uint32_t)(v < 16 ? 16 : v);
+uint64_t enqueue_plan_nbytes(const enq_op_t* op, int nranks) {
+  const uint64_t bytes = (uint64_t)op->count * kern_type_size(op->type);
+  switch (op->kind) {
+    case ENQ_ALLGATHER:
+    case ENQ_REDUCESCATTER:
+    case ENQ_ALLTOALL: return bytes * (uint64_t)nranks;
+    default: return bytes;
+  }
 }
 
-static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op) {
+ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int num_pipe_ops,
+                               const uint32_t ring_slot_bytes[KERN_PROTO_NUM], int ring_nchannels,
+                               enq_plan_t* plan_p) {
+  /* ENQ_BROADCAST..ENQ_ALLREDUCE have ncclFunc_t's values. */
+  const ncclFunc_t func = (ncclFunc_t)op->kind;
+  tune_choice_t ch;
+  memset(&ch, 0, sizeof(ch));
+  CHECK(tune_choose(t, func, enqueue_plan_nbytes(op, nranks), num_pipe_ops, &ch));
+  if (ch.algo != NCCL_ALGO_RING || ch.proto < 0 || ch.proto >= KERN_PROTO_NUM ||
+      ring_slot_bytes[ch.proto] == 0 || ch.nchannels < 1 || ch.nchannels > ring_nchannels ||
+      ch.nthreads < 64 || ch.nthreads > KERN_NTHREADS || ch.nthreads % 32 != 0 ||
+      ch.chunk_bytes < 16 || ch.chunk_bytes % 16 != 0) {
+    WARN("plan: the model chose algorithm %d, protocol %d, %d channels, %d threads, chunk %u "
+         "for collective %d; the ring has protocols with slots LL %u LL128 %u Simple %u and %d "
+         "channels, and the kernels take ring only, 64..%d threads (multiples of 32) and chunks "
+         "of whole 16 bytes",
+         ch.algo, ch.proto, ch.nchannels, ch.nthreads, ch.chunk_bytes, (int)op->kind,
+         ring_slot_bytes[KERN_PROTO_LL], ring_slot_bytes[KERN_PROTO_LL128],
+         ring_slot_bytes[KERN_PROTO_SIMPLE], ring_nchannels, KERN_NTHREADS);
+    return ncclInternalError;
+  }
+  *plan_p = (enq_plan_t){.algo = ch.algo,
+                         .proto = ch.proto,
+                         .nchannels = ch.nchannels,
+                         .nthreads = ch.nthreads,
+                         .chunk_bytes = ch.chunk_bytes,
+                         .time_us = ch.time_us};
+  return ncclSuccess;
+}
+
+static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* plan) {
   const size_t es = kern_type_size(op->type);
   const int reduces =
       op->kind == ENQ_REDUCE || op->kind == ENQ_REDUCESCATTER || op->kind == ENQ_ALLREDUCE;
-  if (op->count == 0) return ncclSuccess;
   kern_coll_work_t w;
   memset(&w, 0, sizeof(w));
   w.sendbuff = op->sendbuff;
@@ -115,9 +151,11 @@ static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op) {
   w.coll = (int32_t)op->kind;
   w.root = op->root;
   w.divisor = dp->nranks;
-  w.algo = NCCL_ALGO_RING;
-  w.proto = KERN_PROTO_SIMPLE;
-  w.nthreads = KERN_NTHREADS;
+  w.algo = plan->algo;
+  w.proto = plan->proto;
+  w.nthreads = (uint32_t)plan->nthreads;
+  w.nchannels = plan->nchannels;
+  w.chunk_bytes = plan->chunk_bytes;
   if (reduces) {
     w.op = kern_op_from_nccl(op->op);
     w.type = op->type;
@@ -128,22 +166,6 @@ static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op) {
     w.type = ncclUint8;
     w.count = op->count * es;
   }
-  const uint64_t bytes = op->count * es;
-  const uint64_t total =
-      (op->kind == ENQ_ALLGATHER || op->kind == ENQ_REDUCESCATTER) ? bytes * dp->nranks : bytes;
-  uint64_t nch = (total + ENQ_BYTES_PER_CHANNEL - 1) / ENQ_BYTES_PER_CHANNEL;
-  if (nch > (uint64_t)dp->nchannels) nch = dp->nchannels;
-  if (nch < 1) nch = 1;
-  w.nchannels = (int32_t)nch;
-  uint32_t chunk = dp->ring_slot_bytes;
-  if (op->kind == ENQ_BROADCAST || op->kind == ENQ_REDUCE) {
-    /* A pipeline along the ring: slices small enough that it fills quickly. */
-    uint64_t part = bytes / nch;
-    uint32_t want = enq_round16(part / 8);
-    if (want < 64 * 1024) want = 64 * 1024;
-    if (want < chunk) chunk = want;
-  }
-  w.chunk_bytes = chunk;
 
   int capturing;
   CHECK(enq_stream_enter(dp, op->stream, &capturing));
@@ -153,9 +175,10 @@ static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op) {
     transport_launch_abandon(dp->transport, op->stream, capturing);
     return res;
   }
-  TRACE(NCCL_COLL, "rank %d: coll %d count %zu type %d op %d root %d: %d channels, %u-byte slices",
-        dp->rank, (int)op->kind, op->count, (int)op->type, (int)op->op, op->root, w.nchannels,
-        w.chunk_bytes);
+  TRACE(NCCL_COLL, "rank %d: coll %d count %zu type %d op %d root %d: %s, %d channels x %d "
+        "threads, %u-byte chunks",
+        dp->rank, (int)op->kind, op->count, (int)op->type, (int)op->op, op->root,
+        transport_proto_name(w.proto), w.nchannels, (int)w.nthreads, w.chunk_bytes);
   return enq_stream_leave(dp, op->stream, capturing);
 }
 
@@ -491,35 +514,65 @@ ncclResult_t enqueue_plan_launch(enq_comm_t* dp) {
     res = ncclInvalidUsage;
     goto out;
   }
-  for (int i = 0; i < dp->nops && res == ncclSuccess; i++)
-    if (enq_is_coll(dp->ops[i].kind))
-      res = dp->nranks == 1 ? enq_launch_single(dp, &dp->ops[i]) : enq_launch_coll(dp, &dp->ops[i]);
+  /* One rank: no plan (enq_launch_single copies or scales; no ring, no model). */
+  if (dp->nranks == 1) {
+    for (int i = 0; i < dp->nops && res == ncclSuccess; i++)
+      if (enq_is_coll(dp->ops[i].kind)) res = enq_launch_single(dp, &dp->ops[i]);
+  } else {
+    int npipe = 0;
+    for (int i = 0; i < dp->nops; i++) npipe += enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0;
+    const kern_conn_t* c0 = &dp->host_kc.channels[0].send;
+    for (int i = 0; i < dp->nops && res == ncclSuccess; i++) {
+      const enq_op_t* op = &dp->ops[i];
+      if (!enq_is_coll(op->kind) || op->count == 0) continue;
+      if (dp->tune == NULL) {
+        WARN("rank %d: a collective reached launch before the ring was connected", dp->rank);
+        res = ncclInternalError;
+        break;
+      }
+      enq_plan_t plan;
+      res = enqueue_plan_make(dp->tune, op, dp->nranks, npipe, c0->slot_bytes, dp->nchannels,
+                              &plan);
+      if (res == ncclSuccess) res = enq_launch_coll(dp, op, &plan);
+    }
+  }
   if (res == ncclSuccess) res = enq_launch_p2p(dp);
 out:
   enqueue_plan_clear(dp);
   return res;
 }
 
-float enqueue_plan_estimate(const enq_comm_t* dp) {
-  /* A plain model: a fixed launch-and-sync cost per operation plus the bytes each rank sends at
-   * NVLink-class bandwidth. Good enough to compare plans; not a promise. */
-  const double lat_us = 10.0, bw_bytes_per_us = 300e3;
-  double t = 0;
-  const int n = dp->nranks;
+/* ncclFunc_t of an operation and the bytes it moves, as tune_estimate_us takes them: for sends
+ * and receives (and AlltoAll, Gather, Scatter) what this rank sends. */
+static ncclFunc_t enq_func(const enq_op_t* op) {
+  switch (op->kind) {
+    case ENQ_SEND: return ncclFuncSend;
+    case ENQ_RECV: return ncclFuncRecv;
+    case ENQ_ALLTOALL: return ncclFuncAlltoAll;
+    case ENQ_GATHER: return ncclFuncGather;
+    case ENQ_SCATTER: return ncclFuncScatter;
+    default: return (ncclFunc_t)op->kind;
+  }
+}
+
+ncclResult_t enqueue_plan_estimate(enq_comm_t* dp, float* us_p) {
+  *us_p = 0.0f;
+  int any = 0;
+  for (int i = 0; i < dp->nops; i++) any |= dp->ops[i].count > 0;
+  if (!any) return ncclSuccess;
+  tune_t* t = NULL;
+  CHECK(enqueue_comm_sim_tune(dp, &t));
+  double sum = 0;
   for (int i = 0; i < dp->nops; i++) {
     const enq_op_t* op = &dp->ops[i];
-    double b = (double)op->count * (double)kern_type_size(op->type), moved = b;
-    switch (op->kind) {
-      case ENQ_ALLREDUCE: moved = 2.0 * b * (n - 1) / n; break;
-      case ENQ_ALLGATHER:
-      case ENQ_REDUCESCATTER:
-      case ENQ_ALLTOALL: moved = b * (n - 1); break;
-      default: break;
-    }
-    t += lat_us + moved / bw_bytes_per_us;
+    if (op->count == 0) continue;
+    uint64_t bytes = enqueue_plan_nbytes(op, dp->nranks);
+    if (op->kind == ENQ_SCATTER && op->root == dp->rank) bytes *= (uint64_t)dp->nranks;
+    sum += tune_estimate_us(t, enq_func(op), bytes);
   }
 #ifdef CHOIR_TEST_PLANT_ZERO_ESTIMATE /* planted bug: test/unit's api-comm-catches-* only */
-  t = 0;
+  sum = 0;
 #endif
-  return (float)t;
+  *us_p = (float)sum;
+  return ncclSuccess;
 }

@@ -8,7 +8,7 @@
  *      deterministic search).
  *   2. The communicator all-gathers the results (one per rank; any rank of a node may stand for
  *      it) and calls graph_combine() with one result per node. graph_combine is a pure function of
- *      its inputs (and the NCCL_RINGS / NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS knobs): every rank
+ *      its inputs (and the NCCL_RINGS knob; the channel limits come in graph_limits_t): every rank
  *      gets the same rings, trees and channel count.
  *   graph_compute() does both for a communicator whose ranks are all on one node.
  *
@@ -56,12 +56,24 @@ typedef struct graph_rank_info {
   int32_t local_gpu;
 } graph_rank_info_t;
 
-/* Caller limits on the channel count (ncclConfig_t minCTAs / maxCTAs); 0: no limit. The
- * environment's NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS apply as well (the stricter wins). */
+/* Limits on the channel count; 0: no limit. A communicator computes them once
+ * (graph_limits_make) and hands the same struct to the graph and to the data path, which
+ * apply nothing else. */
 typedef struct graph_limits {
   int32_t min_channels;
   int32_t max_channels;
 } graph_limits_t;
+
+/* The communicator's limits, from config minCTAs / maxCTAs (0: none) and the environment's
+ * NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS (read here and nowhere else): the stricter of each
+ * pair wins (the larger minimum, the smaller maximum); then cta_cap (0: none), the most CTAs
+ * one launch may use when ranks share a GPU, caps both; a minimum above the maximum gives way
+ * to it (INFO). The result is within [1, GRAPH_MAX_CHANNELS] and equal on every rank as long as
+ * the inputs and the environment are (as NCCL assumes). */
+void graph_limits_make(int min_ctas, int max_ctas, int cta_cap, graph_limits_t* lim_p);
+/* n brought within lim (NULL: no limit) and [1, GRAPH_MAX_CHANNELS]; a minimum above the
+ * maximum gives way to it. */
+int graph_limits_apply(const graph_limits_t* lim, int n);
 
 /* One node's search result, exchanged between ranks as bytes: fixed size, no pointers. Local GPU
  * indices are topology-model indices of that node; NET indices are its NET node indices. */
@@ -119,8 +131,9 @@ ncclResult_t graph_search_node(const topo_system_t* sys, const graph_rank_info_t
                                int node, int nnodes, graph_node_result_t* res_p);
 
 /* Combine per-node results (results[n] for node n, n < nnodes) into global rings and trees and
- * apply NCCL_RINGS, the channel limits and duplication. Pure: the same inputs (and knobs) give
- * the same graph on every rank. Logs the graph at INFO (GRAPH). Free with graph_free. */
+ * apply NCCL_RINGS, duplication and the channel limits lim (NULL: none; graph_limits_make).
+ * Pure: the same inputs (and knobs) give the same graph on every rank. Logs the graph at INFO
+ * (GRAPH). Free with graph_free. */
 ncclResult_t graph_combine(const graph_node_result_t* results, int nnodes,
                            const graph_rank_info_t* ranks, int nranks, const graph_limits_t* lim,
                            graph_t** graph_p);

@@ -244,6 +244,38 @@ static void graph_log(const graph_t* g) {
   free(line);
 }
 
+static int32_t limits_clamp(int64_t v) {
+  return v < 0 ? 0 : v > GRAPH_MAX_CHANNELS ? GRAPH_MAX_CHANNELS : (int32_t)v;
+}
+
+void graph_limits_make(int min_ctas, int max_ctas, int cta_cap, graph_limits_t* lim_p) {
+  int32_t lo = limits_clamp(min_ctas), hi = limits_clamp(max_ctas);
+  const int32_t env_lo = limits_clamp(param_int(PARAM_MIN_NCHANNELS));
+  const int32_t env_hi = limits_clamp(param_int(PARAM_MAX_NCHANNELS));
+  if (env_lo > lo) lo = env_lo;
+  if (env_hi > 0 && (hi == 0 || env_hi < hi)) hi = env_hi;
+  /* Residency beats every request: ranks sharing a GPU spin on each other. */
+  if (cta_cap > 0 && (hi == 0 || cta_cap < hi)) hi = limits_clamp(cta_cap);
+  if (lo < 1) lo = 1;
+  if (hi == 0) hi = GRAPH_MAX_CHANNELS;
+  if (lo > hi) {
+    INFO(NCCL_GRAPH | NCCL_ENV,
+         "channels: at least %d and at most %d asked (config minCTAs %d maxCTAs %d, "
+         "NCCL_MIN_NCHANNELS %d, NCCL_MAX_NCHANNELS %d, CTA cap %d); the maximum wins",
+         lo, hi, min_ctas, max_ctas, env_lo, env_hi, cta_cap);
+    lo = hi;
+  }
+  *lim_p = (graph_limits_t){.min_channels = lo, .max_channels = hi};
+}
+
+int graph_limits_apply(const graph_limits_t* lim, int n) {
+  int lo = 1, hi = GRAPH_MAX_CHANNELS;
+  if (lim != NULL && lim->min_channels > lo) lo = limits_clamp(lim->min_channels);
+  if (lim != NULL && lim->max_channels > 0 && lim->max_channels < hi) hi = lim->max_channels;
+  if (lo > hi) lo = hi;
+  return n < lo ? lo : n > hi ? hi : n;
+}
+
 ncclResult_t graph_combine(const graph_node_result_t* results, int nnodes,
                            const graph_rank_info_t* ranks, int nranks, const graph_limits_t* lim,
                            graph_t** graph_p) {
@@ -305,19 +337,8 @@ ncclResult_t graph_combine(const graph_node_result_t* results, int nnodes,
     INFO(NCCL_GRAPH | NCCL_ENV, "NCCL_RINGS set by environment: %d rings", nbase);
   }
 
-  /* Limits: the stricter of the knobs and the caller's (config minCTAs/maxCTAs). */
-  int lo = 1, hi = GRAPH_MAX_CHANNELS;
-  int64_t env_min = param_int(PARAM_MIN_NCHANNELS), env_max = param_int(PARAM_MAX_NCHANNELS);
-  if (env_min > lo) lo = env_min > GRAPH_MAX_CHANNELS ? GRAPH_MAX_CHANNELS : (int)env_min;
-  if (lim != NULL && lim->min_channels > lo)
-    lo = lim->min_channels > GRAPH_MAX_CHANNELS ? GRAPH_MAX_CHANNELS : lim->min_channels;
-  if (env_max > 0 && env_max < hi) hi = (int)env_max;
-  if (lim != NULL && lim->max_channels > 0 && lim->max_channels < hi) hi = lim->max_channels;
-  if (lo > hi) {
-    INFO(NCCL_GRAPH, "graph: at least %d and at most %d channels asked; the maximum wins", lo, hi);
-    lo = hi;
-  }
-  int nch = n2 < lo ? lo : (n2 > hi ? hi : n2);
+  /* The communicator's limits (graph_limits_make: config and knobs, computed once). */
+  int nch = graph_limits_apply(lim, n2);
   g->nchannels = nch;
 
   /* Per-channel bandwidth: the search's total spread over the channels, but a channel never

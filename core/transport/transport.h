@@ -60,9 +60,26 @@ typedef struct transport_req {
   int32_t is_send;    /* 1: this rank sends to peer; 0: this rank receives from peer */
   int32_t id;         /* tells apart the connections with one peer in one call: both ends use
                        * the same id for the two ends of one connection (e.g. channel index) */
-  uint32_t slot_bytes;/* buffer slot size, multiple of 16; both ends must agree */
+  /* Slot size per protocol (kern_proto_t), a multiple of 128; 0: the protocol is not made.
+   * SIMPLE is always made. Both ends must agree on every entry. Where the transport shares
+   * the SIMPLE buffer with a protocol (transport_shared_protos), that protocol's slot is the
+   * SIMPLE slot whatever is asked here, as long as it is not 0. */
+  uint32_t slot_bytes[KERN_PROTO_NUM];
   kern_conn_t* out;   /* host memory; filled on success (step 0, connected 1) */
 } transport_req_t;
+
+/*
+ * Where each protocol's buffer lives, per transport kind: the protocols (bit 1u << kern_proto_t)
+ * that share the SIMPLE buffer and synchronize through tail (kern_conn_t.tail_sync) instead of
+ * polling their lines' flags. The others get a buffer of their own, zeroed at creation (LL and
+ * LL128 lines carry flags from step + 1 >= 1, so a zeroed line is never valid):
+ *   p2p  none: SIMPLE, LL and LL128 each their own buffer in GPU memory, LL and LL128 polled;
+ *   shm  LL128 (PCIe does not keep 128-byte stores to host memory whole); LL its own buffer;
+ *   net  LL and LL128 (the proxy moves whole slots; sizes[] carries the line bytes).
+ */
+uint32_t transport_shared_protos(kern_transport_t kind);
+/* "LL", "LL128", "Simple" (NCCL's spelling); "?" for another value. */
+const char* transport_proto_name(int proto);
 
 /*
  * Connect a set of connection ends. For every request (peer, is_send, id) here, the peer must

@@ -149,7 +149,7 @@ struct transport {
 
 /* ---- The exchange ----------------------------------------------------------------------- */
 
-#define TRANSPORT_WIRE_MAGIC 0x43484f4952545031ull /* "CHOIRTP1" */
+#define TRANSPORT_WIRE_MAGIC 0x43484f4952545032ull /* "CHOIRTP2": per-protocol buffers */
 #define TRANSPORT_WIRE_MAX_CONNS 8192              /* more is garbage, not a request */
 #define TRANSPORT_OFF_NONE UINT64_MAX              /* a part the sender does not host */
 
@@ -178,12 +178,24 @@ typedef struct transport_wire_hdr {
 typedef struct transport_wire_conn {
   int32_t id;
   int32_t is_send; /* from the owner's side */
-  uint32_t slot_bytes;
+  uint32_t slot_bytes[KERN_PROTO_NUM]; /* as requested (transport_req_t) */
   uint32_t pad;
-  uint64_t off_buff;
+  /* Per protocol: its buffer; a protocol sharing the SIMPLE buffer has SIMPLE's offset,
+   * one not made TRANSPORT_OFF_NONE. */
+  uint64_t off_buff[KERN_PROTO_NUM];
   uint64_t off_tail;
   uint64_t off_head;
 } transport_wire_conn_t;
+
+/* The slot sizes a connection of `kind` gets from the requested ones (both ends compute the
+ * same): a protocol sharing the SIMPLE buffer (transport_shared_protos) gets SIMPLE's slot,
+ * others keep theirs; 0 stays 0. */
+void transport_slots_effective(kern_transport_t kind, const uint32_t req[KERN_PROTO_NUM],
+                               uint32_t out[KERN_PROTO_NUM]);
+/* Fill the buffers of c (buff, slot_bytes, tail_sync) for `kind` from the requested slots and
+ * the offsets of host (the wire description of the end that hosts the buffers) into base. */
+void transport_conn_buffers(kern_conn_t* c, kern_transport_t kind,
+                            const transport_wire_conn_t* host, char* base);
 
 /* Second message: whether the sender connected everything of the call (and so keeps it). */
 typedef struct transport_wire_done {
@@ -194,16 +206,19 @@ typedef struct transport_wire_done {
 
 /* The layout of what a rank hosts for one peer: fills the off_* of conns (n entries, with
  * id, is_send and slot_bytes set) for `kind`, and returns the block's size (0: hosts nothing).
- *   p2p: receive ends host buff + tail, send ends host head;
- *   shm: receive ends host buff + tail + head, send ends nothing.
- * Buffers are TRANSPORT_BUFF_ALIGN-aligned and come first, then one TRANSPORT_LINE per counter;
- * the size is a multiple of TRANSPORT_BUFF_ALIGN. */
+ *   p2p: receive ends host their buffers + tail, send ends host head;
+ *   shm: receive ends host their buffers + tail + head, send ends nothing.
+ * A receive end's buffers: one per protocol made that does not share SIMPLE's
+ * (transport_shared_protos), KERN_NSLOTS * slot_bytes[p] each. Buffers are
+ * TRANSPORT_BUFF_ALIGN-aligned and come first, then one TRANSPORT_LINE per counter; the size is
+ * a multiple of TRANSPORT_BUFF_ALIGN. */
 uint64_t transport_wire_layout(kern_transport_t kind, transport_wire_conn_t* conns, int n);
 
 /* Checks the peer's message against ours (rank and peer: this rank and the other): the peer's
  * own status, the pair's kind (net or none fail here with ncclInvalidUsage and the reason),
  * that both chose the same kind, that the peer's connections mirror ours (same ids, opposite
- * directions, same slot_bytes) and that every offset we will use lies in the peer's block.
+ * directions, same slot_bytes for every protocol) and that every offset we will use (every
+ * buffer of its own, tail, head) lies in the peer's block.
  * match[i]: the index in theirs_c of the mirror of mine_c[i]. WARNs and returns
  *   ncclRemoteError     the peer reported its own failure,
  *   ncclInvalidUsage    no transport for the pair (another host, or p2p and shm both off),

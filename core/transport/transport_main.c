@@ -262,14 +262,62 @@ kern_transport_t transport_kind(transport_t* t, int peer) {
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+const char* transport_proto_name(int proto) {
+  return proto == KERN_PROTO_LL      ? "LL"
+         : proto == KERN_PROTO_LL128 ? "LL128"
+         : proto == KERN_PROTO_SIMPLE ? "Simple"
+                                      : "?";
+}
+
+uint32_t transport_shared_protos(kern_transport_t kind) {
+  switch (kind) {
+    case KERN_TRANSPORT_SHM: return 1u << KERN_PROTO_LL128;
+    case KERN_TRANSPORT_NET: return 1u << KERN_PROTO_LL | 1u << KERN_PROTO_LL128;
+    default: return 0;
+  }
+}
+
+void transport_slots_effective(kern_transport_t kind, const uint32_t req[KERN_PROTO_NUM],
+                               uint32_t out[KERN_PROTO_NUM]) {
+  const uint32_t shared = transport_shared_protos(kind);
+  for (int p = 0; p < KERN_PROTO_NUM; p++)
+    out[p] = req[p] != 0 && (shared >> p & 1u) ? req[KERN_PROTO_SIMPLE] : req[p];
+}
+
+void transport_conn_buffers(kern_conn_t* c, kern_transport_t kind,
+                            const transport_wire_conn_t* host, char* base) {
+  uint32_t slot[KERN_PROTO_NUM];
+  transport_slots_effective(kind, host->slot_bytes, slot);
+  const uint32_t shared = transport_shared_protos(kind);
+  c->tail_sync = 0;
+  for (int p = 0; p < KERN_PROTO_NUM; p++) {
+    c->slot_bytes[p] = slot[p];
+    c->buff[p] = slot[p] != 0 ? base + host->off_buff[p] : NULL;
+    if (slot[p] != 0 && p != KERN_PROTO_SIMPLE && (shared >> p & 1u)) c->tail_sync |= 1u << p;
+  }
+}
+
 uint64_t transport_wire_layout(kern_transport_t kind, transport_wire_conn_t* conns, int n) {
+  const uint32_t shared = transport_shared_protos(kind);
   uint64_t off = 0;
   for (int i = 0; i < n; i++) {
-    conns[i].off_buff = conns[i].off_tail = conns[i].off_head = TRANSPORT_OFF_NONE;
-    if (conns[i].is_send) continue;
-    off = align_up(off, TRANSPORT_BUFF_ALIGN);
-    conns[i].off_buff = off;
-    off += (uint64_t)KERN_NSLOTS * conns[i].slot_bytes;
+    transport_wire_conn_t* c = &conns[i];
+    for (int p = 0; p < KERN_PROTO_NUM; p++) c->off_buff[p] = TRANSPORT_OFF_NONE;
+    c->off_tail = c->off_head = TRANSPORT_OFF_NONE;
+    if (c->is_send) continue;
+    /* SIMPLE first: the protocols sharing its buffer point there. */
+    static const int order[KERN_PROTO_NUM] = {KERN_PROTO_SIMPLE, KERN_PROTO_LL, KERN_PROTO_LL128};
+    for (int k = 0; k < KERN_PROTO_NUM; k++) {
+      const int p = order[k];
+      if (c->slot_bytes[p] == 0) continue;
+      if (p != KERN_PROTO_SIMPLE && (shared >> p & 1u)) {
+        c->off_buff[p] = c->off_buff[KERN_PROTO_SIMPLE];
+        continue;
+      }
+      off = align_up(off, TRANSPORT_BUFF_ALIGN);
+      c->off_buff[p] = off;
+      off += (uint64_t)KERN_NSLOTS * c->slot_bytes[p];
+    }
   }
   off = align_up(off, TRANSPORT_LINE);
   for (int i = 0; i < n; i++) {
@@ -350,20 +398,27 @@ ncclResult_t transport_wire_check(int rank, int peer, const transport_wire_hdr_t
       return ncclInternalError;
     }
     const transport_wire_conn_t* p = &theirs_c[j];
-    if (p->slot_bytes != m->slot_bytes) {
-      WARN("transport: connection %d between rank %d and rank %d: slot_bytes %u on rank %d, %u "
-           "on rank %d (both ends must agree)",
-           m->id, rank, peer, m->slot_bytes, rank, p->slot_bytes, peer);
+    for (int q = 0; q < KERN_PROTO_NUM; q++) {
+      if (p->slot_bytes[q] == m->slot_bytes[q]) continue;
+      WARN("transport: connection %d between rank %d and rank %d: %s slot_bytes %u on rank %d, "
+           "%u on rank %d (both ends must agree; 0 means the protocol is not made)",
+           m->id, rank, peer, transport_proto_name(q), m->slot_bytes[q], rank, p->slot_bytes[q],
+           peer);
       return ncclInternalError;
     }
     match[i] = j;
     /* Net ends point at nothing of the peer's: their far side is the plugin's. */
     if (mine->kind == KERN_TRANSPORT_NET) continue;
     /* The parts of the peer's block this end will point at. */
-    uint64_t buff_bytes = (uint64_t)KERN_NSLOTS * m->slot_bytes;
     bool p2p = mine->kind == KERN_TRANSPORT_P2P;
     if (m->is_send) {
-      CHECK(check_part(peer, theirs, p->off_buff, buff_bytes, 16, "buffer", m->id));
+      for (int q = 0; q < KERN_PROTO_NUM; q++) {
+        if (m->slot_bytes[q] == 0) continue;
+        char what[32];
+        snprintf(what, sizeof(what), "%s buffer", transport_proto_name(q));
+        CHECK(check_part(peer, theirs, p->off_buff[q], (uint64_t)KERN_NSLOTS * m->slot_bytes[q],
+                         16, what, m->id));
+      }
       CHECK(check_part(peer, theirs, p->off_tail, 8, 8, "tail", m->id));
       if (!p2p) CHECK(check_part(peer, theirs, p->off_head, 8, 8, "head", m->id));
     } else if (p2p) {
@@ -392,11 +447,15 @@ static int req_key_cmp(const void* a, const void* b) {
 static ncclResult_t check_reqs(const transport_t* t, const transport_req_t* reqs, int nreqs) {
   for (int i = 0; i < nreqs; i++) {
     const transport_req_t* q = &reqs[i];
+    int slots_ok = q->slot_bytes[KERN_PROTO_SIMPLE] != 0;
+    for (int p = 0; p < KERN_PROTO_NUM; p++) slots_ok &= q->slot_bytes[p] % 128 == 0;
     if (q->peer < 0 || q->peer >= t->nranks || q->peer == t->rank || (q->is_send != 0 &&
-        q->is_send != 1) || q->slot_bytes == 0 || q->slot_bytes % 16 != 0 || q->out == NULL) {
+        q->is_send != 1) || !slots_ok || q->out == NULL) {
       WARN("transport_connect: rank %d, request %d is invalid: peer %d (of %d ranks), is_send "
-           "%d, id %d, slot_bytes %u (a multiple of 16), out %p",
-           t->rank, i, q->peer, t->nranks, q->is_send, q->id, q->slot_bytes, (void*)q->out);
+           "%d, id %d, slot_bytes LL %u LL128 %u Simple %u (multiples of 128, Simple not 0), "
+           "out %p",
+           t->rank, i, q->peer, t->nranks, q->is_send, q->id, q->slot_bytes[KERN_PROTO_LL],
+           q->slot_bytes[KERN_PROTO_LL128], q->slot_bytes[KERN_PROTO_SIMPLE], (void*)q->out);
       return ncclInternalError;
     }
   }
@@ -456,8 +515,8 @@ static ncclResult_t groups_build(const transport_t* t, const transport_req_t* re
       for (int k = 0; k < n; k++) {
         const transport_req_t* q = &reqs[keys[i + k].idx];
         gr->req_idx[k] = keys[i + k].idx;
-        gr->mine_c[k] = (transport_wire_conn_t){.id = q->id, .is_send = q->is_send,
-                                                .slot_bytes = q->slot_bytes};
+        gr->mine_c[k] = (transport_wire_conn_t){.id = q->id, .is_send = q->is_send};
+        memcpy(gr->mine_c[k].slot_bytes, q->slot_bytes, sizeof(q->slot_bytes));
       }
     }
   }

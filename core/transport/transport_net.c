@@ -2,7 +2,9 @@
  * The net halves of a connect: connection ends whose far side is reached through the net plugin
  * and driven by the proxy thread (core/proxy). Every end, send or receive, has its own block of
  * host memory the GPU maps: the KERN_NSLOTS-slot buffer, then one line each for tail, head and
- * the send end's size FIFO. Nothing is mapped across ranks; what the peer needs is the 128-byte
+ * the send end's size FIFO. LL and LL128, when made, share that buffer and synchronize through
+ * tail (kern_conn_t.tail_sync): the proxy moves whole slots, sizes[] saying how many line bytes
+ * the kernel wrote, so the proxy needs nothing per protocol. Nothing is mapped across ranks; what the peer needs is the 128-byte
  * listen handle of each receive end, sent after the body of round 1.
  *
  * Establishing: receive ends listen while hosting (before round 1); after round 1 every send
@@ -209,7 +211,7 @@ static uint64_t net_block_bytes(uint32_t slot_bytes) {
 
 /* The slot size as the host block sees it: 0 when the slots live in GPU memory (gdr). */
 static uint32_t net_host_slot(const transport_net_end_t* e, const transport_wire_conn_t* m) {
-  return e->gdr ? 0 : m->slot_bytes;
+  return e->gdr ? 0 : m->slot_bytes[KERN_PROTO_SIMPLE];
 }
 
 ncclResult_t transport_net_host(transport_t* t, transport_group_t* g) {
@@ -224,7 +226,7 @@ ncclResult_t transport_net_host(transport_t* t, transport_group_t* g) {
     e->dev = t->net_ndevs > 0 ? t->net_devs[m->id % t->net_ndevs] : ndev > 0 ? m->id % ndev : 0;
     e->gdr = e->dev < TRANSPORT_MAX_NET_DEVS && t->net_gdr[e->dev][m->is_send ? 1 : 0];
     if (e->gdr)
-      CHECK(transport_res_dev((size_t)KERN_NSLOTS * m->slot_bytes, &e->slots));
+      CHECK(transport_res_dev((size_t)KERN_NSLOTS * m->slot_bytes[KERN_PROTO_SIMPLE], &e->slots));
     void* dev = NULL;
     CHECK(net_host_alloc((size_t)net_block_bytes(net_host_slot(e, m)), &e->mem, &dev));
     e->dev_base = (char*)dev;
@@ -282,15 +284,18 @@ ncclResult_t transport_net_establish(transport_t* t, transport_group_t* groups, 
       /* The NIC moves the slots: GPU memory (gdr) or the front of the host block. */
       const uint32_t hs = net_host_slot(e, m);
       CHECK(net_reg_mr(t->net, e->comm, e->gdr ? e->slots->ptr : e->mem->ptr,
-                       (size_t)KERN_NSLOTS * m->slot_bytes, e->gdr ? NCCL_PTR_CUDA : NCCL_PTR_HOST,
-                       &e->mhandle));
+                       (size_t)KERN_NSLOTS * m->slot_bytes[KERN_PROTO_SIMPLE],
+                       e->gdr ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &e->mhandle));
       kern_conn_t* c = &g->conns[i];
       memset(c, 0, sizeof(*c));
-      c->buff[KERN_PROTO_SIMPLE] = e->gdr ? (char*)e->slots->ptr : e->dev_base;
+      /* Every protocol made shares the slots (transport_shared_protos): offset 0 for each. */
+      transport_wire_conn_t at = *m;
+      for (int p = 0; p < KERN_PROTO_NUM; p++) at.off_buff[p] = 0;
+      transport_conn_buffers(c, KERN_TRANSPORT_NET, &at,
+                             e->gdr ? (char*)e->slots->ptr : e->dev_base);
       c->tail = (uint64_t*)(e->dev_base + net_line(hs, 0));
       c->head = (uint64_t*)(e->dev_base + net_line(hs, 1));
       c->sizes = m->is_send ? (uint32_t*)(e->dev_base + net_line(hs, 2)) : NULL;
-      c->slot_bytes[KERN_PROTO_SIMPLE] = m->slot_bytes;
       c->transport = KERN_TRANSPORT_NET;
       c->connected = 1;
     }
@@ -313,7 +318,7 @@ ncclResult_t transport_net_commit(transport_t* t, transport_group_t* g) {
         .comm = e->comm,
         .mhandle = e->mhandle,
         .buff = e->gdr ? (char*)e->slots->ptr : host,
-        .slot_bytes = m->slot_bytes,
+        .slot_bytes = m->slot_bytes[KERN_PROTO_SIMPLE],
         /* What the NIC wrote to GPU memory must be visible to the kernel before its tail. */
         .flush = e->gdr && !m->is_send,
         .tail = (uint64_t*)(host + net_line(hs, 0)),

@@ -1,6 +1,7 @@
 /*
  * The p2p transport: connections between GPUs of one host with peer access. The receive end
- * hosts the buffer and the tail in its GPU memory (the sender's GPU writes both over NVLink or
+ * hosts the buffers (one per protocol made, LL and LL128 polled by their flags) and the tail in
+ * its GPU memory (the sender's GPU writes both over NVLink or
  * PCIe, the receiver polls the tail locally); the send end hosts the head in its GPU memory
  * (written by the receiver's GPU, polled locally by the sender).
  *
@@ -80,15 +81,14 @@ ncclResult_t transport_p2p_map(transport_t* t, transport_group_t* g) {
     kern_conn_t* c = &g->conns[i];
     memset(c, 0, sizeof(*c));
     if (m->is_send) {
-      c->buff[KERN_PROTO_SIMPLE] = g->peer_base + p->off_buff;
+      transport_conn_buffers(c, KERN_TRANSPORT_P2P, p, g->peer_base);
       c->tail = (uint64_t*)(g->peer_base + p->off_tail);
       c->head = (uint64_t*)(g->own_base + m->off_head);
     } else {
-      c->buff[KERN_PROTO_SIMPLE] = g->own_base + m->off_buff;
+      transport_conn_buffers(c, KERN_TRANSPORT_P2P, m, g->own_base);
       c->tail = (uint64_t*)(g->own_base + m->off_tail);
       c->head = (uint64_t*)(g->peer_base + p->off_head);
     }
-    c->slot_bytes[KERN_PROTO_SIMPLE] = m->slot_bytes;
     c->transport = KERN_TRANSPORT_P2P;
     c->connected = 1;
   }

@@ -3,8 +3,9 @@
  * access (or with NCCL_P2P_DISABLE=1).
  *
  * The receive end hosts everything: per connect call and peer, it creates one POSIX segment
- * holding, for every connection it receives on from that peer, the buffer, the tail and the head
- * (each counter on its own line), maps it and registers it with CUDA (mapped, portable). The
+ * holding, for every connection it receives on from that peer, the buffers (SIMPLE, and LL's
+ * own when made; LL128 shares SIMPLE's with tail synchronization, since PCIe does not keep its
+ * 128-byte stores whole), the tail and the head (each counter on its own line), maps it and registers it with CUDA (mapped, portable). The
  * send end opens the segment by name, maps and registers it likewise, so both ends' GPUs reach
  * the same host pages. Names carry the creator's pid, a counter and 64 random bits, and are
  * created with O_EXCL, so a stale or foreign segment is never reused.
@@ -199,10 +200,9 @@ ncclResult_t transport_shm_map(transport_t* t, transport_group_t* g) {
     char* base = m->is_send ? g->peer_base : g->own_base;
     kern_conn_t* c = &g->conns[i];
     memset(c, 0, sizeof(*c));
-    c->buff[KERN_PROTO_SIMPLE] = base + host->off_buff;
+    transport_conn_buffers(c, KERN_TRANSPORT_SHM, host, base);
     c->tail = (uint64_t*)(base + host->off_tail);
     c->head = (uint64_t*)(base + host->off_head);
-    c->slot_bytes[KERN_PROTO_SIMPLE] = m->slot_bytes;
     c->transport = KERN_TRANSPORT_SHM;
     c->connected = 1;
   }

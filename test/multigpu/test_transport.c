@@ -57,7 +57,7 @@ static int prove(bootstrap_t* bs, int rank, const transport_req_t* reqs, int n, 
     const kern_conn_t* c = reqs[i].out;
     EXPECT(c->connected == 1);
     EXPECT((int)c->transport == kind);
-    EXPECT(c->slot_bytes[KERN_PROTO_SIMPLE] == reqs[i].slot_bytes);
+    EXPECT(c->slot_bytes[KERN_PROTO_SIMPLE] == reqs[i].slot_bytes[KERN_PROTO_SIMPLE]);
     EXPECT(c->step == 0);
     EXPECT(c->buff[KERN_PROTO_SIMPLE] != NULL && c->tail != NULL && c->head != NULL);
     EXPECT((uintptr_t)c->buff[KERN_PROTO_SIMPLE] % 4096 == 0);
@@ -151,8 +151,12 @@ static int rank_run(int rank, int n, const ncclUniqueId* id) {
   transport_req_t ring[2 * RING_CHANNELS];
   kern_conn_t ring_out[2 * RING_CHANNELS];
   for (int c = 0; c < RING_CHANNELS; c++) {
-    ring[2 * c] = (transport_req_t){next, 1, c, RING_SLOT, &ring_out[2 * c]};
-    ring[2 * c + 1] = (transport_req_t){prev, 0, c, RING_SLOT, &ring_out[2 * c + 1]};
+    ring[2 * c] = (transport_req_t){.peer = next, .is_send = 1, .id = c,
+                                    .slot_bytes = {[KERN_PROTO_SIMPLE] = RING_SLOT},
+                                    .out = &ring_out[2 * c]};
+    ring[2 * c + 1] = (transport_req_t){.peer = prev, .is_send = 0, .id = c,
+                                        .slot_bytes = {[KERN_PROTO_SIMPLE] = RING_SLOT},
+                                        .out = &ring_out[2 * c + 1]};
   }
   EXPECT(transport_connect(t, ring, 2 * RING_CHANNELS, 1) == ncclSuccess);
   bad += prove(bs, rank, ring, 2 * RING_CHANNELS, 1, kind);
@@ -163,9 +167,13 @@ static int rank_run(int rank, int n, const ncclUniqueId* id) {
   for (int d = 1; d < n; d++) {
     for (int c = 0; c < PAIR_CHANNELS; c++) {
       int p = (rank + d) % n;
-      pairs[k] = (transport_req_t){p, 1, c, PAIR_SLOT, &pair_out[k]};
+      pairs[k] = (transport_req_t){.peer = p, .is_send = 1, .id = c,
+                                   .slot_bytes = {[KERN_PROTO_SIMPLE] = PAIR_SLOT},
+                                   .out = &pair_out[k]};
       k++;
-      pairs[k] = (transport_req_t){p, 0, c, PAIR_SLOT, &pair_out[k]};
+      pairs[k] = (transport_req_t){.peer = p, .is_send = 0, .id = c,
+                                   .slot_bytes = {[KERN_PROTO_SIMPLE] = PAIR_SLOT},
+                                   .out = &pair_out[k]};
       k++;
     }
   }

@@ -351,6 +351,14 @@ static void test_cluster(const char* name, int nnodes, float nic_gbps, float pci
   topo_system_free(sys);
 }
 
+static void check_limits(int min_ctas, int max_ctas, int cap, int want_min, int want_max) {
+  graph_limits_t lim = {-1, -1};
+  graph_limits_make(min_ctas, max_ctas, cap, &lim);
+  CHECK_MSG(lim.min_channels == want_min && lim.max_channels == want_max,
+            "config min %d max %d, cap %d: limits [%d, %d], expected [%d, %d]", min_ctas, max_ctas,
+            cap, lim.min_channels, lim.max_channels, want_min, want_max);
+}
+
 static void test_limits(void) {
   topo_system_t* sys = load("dgx-h100.xml");
   if (sys == NULL) return;
@@ -378,6 +386,20 @@ static void test_limits(void) {
   g = cluster_graph(sys, 1, &lim);
   if (g != NULL) CHECK_EQ_INT(g->nchannels, 4); /* the maximum wins */
   graph_free(g);
+  /* The limits of a communicator, no knob set: config, then the CTA cap on top. */
+  check_limits(1, 64, 0, 1, 64);
+  check_limits(0, 0, 0, 1, 64);
+  check_limits(4, 8, 0, 4, 8);
+  check_limits(10, 4, 0, 4, 4);
+  check_limits(0, 0, 6, 1, 6);
+  check_limits(8, 64, 6, 6, 6);
+  check_limits(200, 300, 0, 64, 64);
+  lim = (graph_limits_t){.min_channels = 4, .max_channels = 8};
+  CHECK_EQ_INT(graph_limits_apply(&lim, 64), 8);
+  CHECK_EQ_INT(graph_limits_apply(&lim, 2), 4);
+  CHECK_EQ_INT(graph_limits_apply(&lim, 6), 6);
+  CHECK_EQ_INT(graph_limits_apply(NULL, 100), GRAPH_MAX_CHANNELS);
+  CHECK_EQ_INT(graph_limits_apply(NULL, 0), 1);
   topo_system_free(sys);
 }
 
@@ -500,14 +522,28 @@ static void mode_rings(void) {
   topo_system_free(sys);
 }
 
-/* Run with NCCL_MIN_NCHANNELS=30 NCCL_MAX_NCHANNELS=34; the caller's max 32 is stricter. */
+/* Run with NCCL_MIN_NCHANNELS=30 NCCL_MAX_NCHANNELS=34: the limits are made once from config and
+ * knobs (the stricter wins), and the graph applies what it is given, reading no knob itself. */
 static void mode_env_limits(void) {
+  check_limits(0, 0, 0, 30, 34);
+  check_limits(1, 64, 0, 30, 34);  /* config's defaults: the knobs are stricter */
+  check_limits(32, 0, 0, 32, 34);  /* config's minimum is stricter */
+  check_limits(0, 32, 0, 30, 32);  /* config's maximum is stricter */
+  check_limits(20, 40, 0, 30, 34); /* the knobs are stricter on both ends */
+  check_limits(0, 0, 16, 16, 16);  /* the CTA cap beats every minimum */
+  check_limits(36, 0, 0, 34, 34);  /* config's minimum above the knob's maximum: the maximum */
   topo_system_t* sys = load("pcie-4gpu.xml");
   if (sys == NULL) return;
   graph_t* g = cluster_graph(sys, 1, NULL);
+  if (g != NULL) CHECK_MSG(g->nchannels < 30, "no limits given: the graph read the knobs (%d)",
+                           g->nchannels);
+  graph_free(g);
+  graph_limits_t lim;
+  graph_limits_make(0, 0, 0, &lim);
+  g = cluster_graph(sys, 1, &lim);
   if (g != NULL) CHECK_EQ_INT(g->nchannels, 30);
   graph_free(g);
-  graph_limits_t lim = {.min_channels = 0, .max_channels = 32};
+  graph_limits_make(0, 32, 0, &lim);
   topo_system_t* h = load("dgx-h100.xml");
   g = h ? cluster_graph(h, 1, &lim) : NULL;
   if (g != NULL) CHECK_EQ_INT(g->nchannels, 30); /* 24 found, raised to 30 */

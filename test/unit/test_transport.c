@@ -361,7 +361,20 @@ static void conn_set(transport_wire_conn_t* c, int id, int is_send, uint32_t slo
   memset(c, 0, sizeof(*c));
   c->id = id;
   c->is_send = is_send;
-  c->slot_bytes = slot;
+  c->slot_bytes[KERN_PROTO_SIMPLE] = slot;
+}
+
+/* A request with a slot per protocol (0: not made). */
+static transport_req_t req_make(int peer, int is_send, int id, uint32_t ll, uint32_t ll128,
+                                uint32_t simple, kern_conn_t* out) {
+  return (transport_req_t){.peer = peer, .is_send = is_send, .id = id,
+                           .slot_bytes = {[KERN_PROTO_LL] = ll, [KERN_PROTO_LL128] = ll128,
+                                          [KERN_PROTO_SIMPLE] = simple},
+                           .out = out};
+}
+static transport_req_t req_simple(int peer, int is_send, int id, uint32_t simple,
+                                  kern_conn_t* out) {
+  return req_make(peer, is_send, id, 0, 0, simple, out);
 }
 
 static void case_layout(void) {
@@ -372,13 +385,17 @@ static void case_layout(void) {
   conn_set(&c[2], 0, 1, 4096);
   uint64_t bytes = transport_wire_layout(KERN_TRANSPORT_P2P, c, 3);
   CHECK_EQ_INT(bytes % TRANSPORT_BUFF_ALIGN, 0);
-  CHECK_EQ_INT(c[0].off_buff % TRANSPORT_BUFF_ALIGN, 0);
-  CHECK_EQ_INT(c[1].off_buff % TRANSPORT_BUFF_ALIGN, 0);
-  CHECK_TRUE(c[1].off_buff >= c[0].off_buff + KERN_NSLOTS * 4096u);
-  CHECK_TRUE(c[0].off_tail >= c[1].off_buff + KERN_NSLOTS * 48u);
+  CHECK_EQ_INT(c[0].off_buff[KERN_PROTO_SIMPLE] % TRANSPORT_BUFF_ALIGN, 0);
+  CHECK_EQ_INT(c[1].off_buff[KERN_PROTO_SIMPLE] % TRANSPORT_BUFF_ALIGN, 0);
+  CHECK_TRUE(c[1].off_buff[KERN_PROTO_SIMPLE] >= c[0].off_buff[KERN_PROTO_SIMPLE] + KERN_NSLOTS * 4096u);
+  CHECK_TRUE(c[0].off_tail >= c[1].off_buff[KERN_PROTO_SIMPLE] + KERN_NSLOTS * 48u);
+  /* Protocols not asked for get no buffer. */
+  CHECK_TRUE(c[0].off_buff[KERN_PROTO_LL] == TRANSPORT_OFF_NONE &&
+             c[0].off_buff[KERN_PROTO_LL128] == TRANSPORT_OFF_NONE);
   /* p2p: receive ends host buff + tail, the send end the head. */
   CHECK_TRUE(c[0].off_head == TRANSPORT_OFF_NONE && c[1].off_head == TRANSPORT_OFF_NONE);
-  CHECK_TRUE(c[2].off_buff == TRANSPORT_OFF_NONE && c[2].off_tail == TRANSPORT_OFF_NONE);
+  CHECK_TRUE(c[2].off_buff[KERN_PROTO_SIMPLE] == TRANSPORT_OFF_NONE &&
+             c[2].off_tail == TRANSPORT_OFF_NONE);
   uint64_t lines[3] = {c[0].off_tail, c[1].off_tail, c[2].off_head};
   for (int i = 0; i < 3; i++) {
     CHECK_EQ_INT(lines[i] % TRANSPORT_LINE, 0);
@@ -391,10 +408,77 @@ static void case_layout(void) {
   CHECK_TRUE(c[0].off_head != TRANSPORT_OFF_NONE && c[1].off_head != TRANSPORT_OFF_NONE);
   CHECK_TRUE(c[0].off_head != c[0].off_tail && c[1].off_head != c[0].off_head);
   CHECK_TRUE(c[1].off_head + TRANSPORT_LINE <= bytes);
-  CHECK_TRUE(c[2].off_buff == TRANSPORT_OFF_NONE && c[2].off_head == TRANSPORT_OFF_NONE);
+  CHECK_TRUE(c[2].off_buff[KERN_PROTO_SIMPLE] == TRANSPORT_OFF_NONE &&
+             c[2].off_head == TRANSPORT_OFF_NONE);
   /* Only send ends: an shm sender hosts nothing. */
   CHECK_EQ_INT(transport_wire_layout(KERN_TRANSPORT_SHM, &c[2], 1), 0);
   CHECK_EQ_INT(transport_wire_layout(KERN_TRANSPORT_P2P, &c[2], 1), TRANSPORT_BUFF_ALIGN);
+}
+
+/* Per-protocol buffers: which protocols get their own buffer per kind, where the shared ones
+ * point, and that the block holds every buffer once, none overlapping. */
+static void case_layout_protos(void) {
+  CHECK_EQ_INT(transport_shared_protos(KERN_TRANSPORT_P2P), 0);
+  CHECK_EQ_INT(transport_shared_protos(KERN_TRANSPORT_SHM), 1u << KERN_PROTO_LL128);
+  CHECK_EQ_INT(transport_shared_protos(KERN_TRANSPORT_NET),
+               1u << KERN_PROTO_LL | 1u << KERN_PROTO_LL128);
+  const uint32_t ll = 8192, ll128 = 76800, simple = 65536;
+  for (int kind = KERN_TRANSPORT_P2P; kind <= KERN_TRANSPORT_SHM; kind++) {
+    /* Two receive ends with all three protocols, one with SIMPLE and LL128 only, a send end. */
+    transport_wire_conn_t c[4];
+    for (int i = 0; i < 4; i++) conn_set(&c[i], i, i == 3, simple);
+    c[0].slot_bytes[KERN_PROTO_LL] = c[1].slot_bytes[KERN_PROTO_LL] = ll;
+    c[0].slot_bytes[KERN_PROTO_LL128] = c[1].slot_bytes[KERN_PROTO_LL128] = ll128;
+    c[2].slot_bytes[KERN_PROTO_LL128] = ll128;
+    uint64_t bytes = transport_wire_layout((kern_transport_t)kind, c, 4);
+    const int shared128 = kind == KERN_TRANSPORT_SHM;
+    uint64_t own = 0; /* bytes of buffers of their own */
+    uint64_t lo[12], hi[12];
+    int nb = 0;
+    for (int i = 0; i < 3; i++) {
+      for (int p = 0; p < KERN_PROTO_NUM; p++) {
+        const uint64_t off = c[i].off_buff[p];
+        if (c[i].slot_bytes[p] == 0) {
+          CHECK_MSG(off == TRANSPORT_OFF_NONE, "kind %d conn %d proto %d: not made", kind, i, p);
+          continue;
+        }
+        if (p == KERN_PROTO_LL128 && shared128) {
+          CHECK_MSG(off == c[i].off_buff[KERN_PROTO_SIMPLE], "shm LL128 shares SIMPLE's buffer");
+          continue;
+        }
+        CHECK_MSG(off % TRANSPORT_BUFF_ALIGN == 0, "kind %d conn %d proto %d aligned", kind, i, p);
+        lo[nb] = off;
+        hi[nb++] = off + (uint64_t)KERN_NSLOTS * c[i].slot_bytes[p];
+        own += (uint64_t)KERN_NSLOTS * c[i].slot_bytes[p];
+        CHECK_TRUE(off + (uint64_t)KERN_NSLOTS * c[i].slot_bytes[p] <= c[0].off_tail);
+      }
+    }
+    for (int a = 0; a < nb; a++)
+      for (int b = 0; b < a; b++)
+        CHECK_MSG(hi[a] <= lo[b] || hi[b] <= lo[a], "kind %d: buffers %d and %d overlap", kind,
+                  a, b);
+    CHECK_TRUE(bytes >= own);
+    CHECK_EQ_INT(own, KERN_NSLOTS * (uint64_t)(3 * simple + 2 * ll + (shared128 ? 0 : 3 * ll128)));
+    for (int p = 0; p < KERN_PROTO_NUM; p++)
+      CHECK_TRUE(c[3].off_buff[p] == TRANSPORT_OFF_NONE);
+  }
+  /* The effective slots: a shared protocol takes SIMPLE's, 0 stays 0. */
+  uint32_t req[KERN_PROTO_NUM] = {[KERN_PROTO_LL] = ll, [KERN_PROTO_LL128] = ll128,
+                                  [KERN_PROTO_SIMPLE] = simple};
+  uint32_t eff[KERN_PROTO_NUM];
+  transport_slots_effective(KERN_TRANSPORT_P2P, req, eff);
+  CHECK_TRUE(eff[KERN_PROTO_LL] == ll && eff[KERN_PROTO_LL128] == ll128 &&
+             eff[KERN_PROTO_SIMPLE] == simple);
+  transport_slots_effective(KERN_TRANSPORT_SHM, req, eff);
+  CHECK_TRUE(eff[KERN_PROTO_LL] == ll && eff[KERN_PROTO_LL128] == simple);
+  transport_slots_effective(KERN_TRANSPORT_NET, req, eff);
+  CHECK_TRUE(eff[KERN_PROTO_LL] == simple && eff[KERN_PROTO_LL128] == simple);
+  req[KERN_PROTO_LL] = 0;
+  transport_slots_effective(KERN_TRANSPORT_NET, req, eff);
+  CHECK_TRUE(eff[KERN_PROTO_LL] == 0 && eff[KERN_PROTO_LL128] == simple);
+  CHECK_EQ_STR(transport_proto_name(KERN_PROTO_LL), "LL");
+  CHECK_EQ_STR(transport_proto_name(KERN_PROTO_LL128), "LL128");
+  CHECK_EQ_STR(transport_proto_name(KERN_PROTO_SIMPLE), "Simple");
 }
 
 /* A matching pair of messages: rank 0 sends ids 0,1 and receives id 0 from rank 1. */
@@ -456,7 +540,9 @@ static void case_wire(void) {
                                          "1 connects 2"},
       {"id", NULL, ncclInternalError, "no receive end with id 1 for rank 0"},
       {"direction", NULL, ncclInternalError, "do not mirror"},
-      {"slot", NULL, ncclInternalError, "slot_bytes 2048 on rank 0, 4096 on rank 1"},
+      {"slot", NULL, ncclInternalError, "Simple slot_bytes 2048 on rank 0, 4096 on rank 1"},
+      {"slot LL", NULL, ncclInternalError, "LL slot_bytes 0 on rank 0, 1024 on rank 1"},
+      {"slot LL128", NULL, ncclInternalError, "LL128 slot_bytes 2048 on rank 0, 4096 on rank 1"},
       {"net", NULL, ncclSuccess, ""}, /* net ends point at nothing of the peer's */
       {"none", NULL, ncclInvalidUsage, "NCCL_SHM_DISABLE"},
   };
@@ -468,9 +554,14 @@ static void case_wire(void) {
         case 1: w.h[1].nconns = 2; w.h[0].nconns = 3; break;
         case 2: w.c[1][0].id = 7; break;
         case 3: w.c[1][0].is_send = 1; break;
-        case 4: w.c[1][0].slot_bytes = 4096; break;
-        case 5: w.h[0].kind = w.h[1].kind = KERN_TRANSPORT_NET; break;
-        case 6: w.h[0].kind = w.h[1].kind = KERN_TRANSPORT_NONE; break;
+        case 4: w.c[1][0].slot_bytes[KERN_PROTO_SIMPLE] = 4096; break;
+        case 5: w.c[1][0].slot_bytes[KERN_PROTO_LL] = 1024; break;
+        case 6:
+          w.c[0][2].slot_bytes[KERN_PROTO_LL128] = 2048;
+          w.c[1][0].slot_bytes[KERN_PROTO_LL128] = 4096;
+          break;
+        case 7: w.h[0].kind = w.h[1].kind = KERN_TRANSPORT_NET; break;
+        case 8: w.h[0].kind = w.h[1].kind = KERN_TRANSPORT_NONE; break;
       }
       if (k == 1 && r == 1) continue; /* rank 1 would read 3 entries it does not have */
       ncclResult_t res = wire_check_from(&w, r, match);
@@ -492,9 +583,22 @@ static void case_wire(void) {
   w.h[1].peer = 2;
   CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclInternalError);
   wire_pair(&w, KERN_TRANSPORT_P2P);
-  w.c[1][1].off_buff = w.h[1].block_bytes - 16; /* rank 0 sends into it: 8 slots do not fit */
+  w.c[1][1].off_buff[KERN_PROTO_SIMPLE] = w.h[1].block_bytes - 16; /* 8 slots do not fit */
   CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclInternalError);
-  CHECK_CONTAINS(err_last(), "buffer of connection 0");
+  CHECK_CONTAINS(err_last(), "Simple buffer of connection 0");
+  /* Every buffer a send end points at is checked: an LL buffer outside the block. Rank 0's
+   * send end with id 0 meets rank 1's receive end with id 0 (w.c[1][1]). */
+  wire_pair(&w, KERN_TRANSPORT_P2P);
+  w.c[0][1].slot_bytes[KERN_PROTO_LL] = w.c[1][1].slot_bytes[KERN_PROTO_LL] = 1024;
+  w.h[1].block_bytes = transport_wire_layout(KERN_TRANSPORT_P2P, w.c[1], 3);
+  CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclSuccess);
+  CHECK_TRUE(w.c[1][1].off_buff[KERN_PROTO_LL] != w.c[1][1].off_buff[KERN_PROTO_SIMPLE]);
+  w.c[1][1].off_buff[KERN_PROTO_LL] = w.h[1].block_bytes - 1024;
+  CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "LL buffer of connection 0");
+  w.c[1][1].off_buff[KERN_PROTO_LL] = TRANSPORT_OFF_NONE;
+  CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclInternalError);
+  CHECK_CONTAINS(err_last(), "LL buffer of connection 0");
   wire_pair(&w, KERN_TRANSPORT_P2P);
   w.c[1][0].off_tail += 4;
   CHECK_EQ_INT(wire_check_from(&w, 0, match), ncclInternalError);
@@ -601,9 +705,9 @@ static int policy_allow(void* ctx, int peer, int* use_read_p) {
   return *(const int*)ctx;
 }
 
-/* The byte every connection's buffer carries at offset i, and the counters. */
-static unsigned char pattern(int src, int dst, int call, int id, size_t i) {
-  return (unsigned char)(src * 37 + dst * 11 + call * 101 + id * 7 + i * 3 + (i >> 9));
+/* The byte every connection's buffer of protocol p carries at offset i, and the counters. */
+static unsigned char pattern(int src, int dst, int call, int id, int p, size_t i) {
+  return (unsigned char)(src * 37 + dst * 11 + call * 101 + id * 7 + p * 53 + i * 3 + (i >> 9));
 }
 static uint64_t tail_value(int src, int dst, int call, int id) {
   return 0x7a11000000000000ull | (uint64_t)src << 32 | (uint64_t)dst << 16 |
@@ -613,20 +717,66 @@ static uint64_t head_value(int src, int dst, int call, int id) {
   return ~tail_value(src, dst, call, id);
 }
 
-/* Prove a connect: every send end writes its buffer and tail through its own pointers, every
- * receive end finds them through its own; then heads the other way. */
+/* Protocol p of c has a buffer of its own (not SIMPLE's). */
+static int own_buffer(const kern_conn_t* c, int p) {
+  return c->buff[p] != NULL && (p == KERN_PROTO_SIMPLE || c->buff[p] != c->buff[KERN_PROTO_SIMPLE]);
+}
+
+/* One end's buffers as the contract wants them for its kind: made iff asked, the slot sizes
+ * (a shared protocol has SIMPLE's), aliasing and tail_sync per kind, zeroed. */
+static int prove_buffers(const transport_req_t* q, int kind) {
+  int bad = 0;
+  const kern_conn_t* c = q->out;
+  /* The contract, written out here rather than asked of the transport. */
+  const uint32_t shared = kind == KERN_TRANSPORT_SHM   ? 1u << KERN_PROTO_LL128
+                          : kind == KERN_TRANSPORT_NET ? 1u << KERN_PROTO_LL | 1u << KERN_PROTO_LL128
+                                                       : 0;
+  uint32_t want_sync = 0;
+  for (int p = 0; p < KERN_PROTO_NUM; p++) {
+    const uint32_t asked = q->slot_bytes[p];
+    const int sh = p != KERN_PROTO_SIMPLE && (shared >> p & 1u);
+    EXPECT((c->buff[p] != NULL) == (asked != 0));
+    EXPECT(c->slot_bytes[p] == (asked == 0 ? 0 : sh ? q->slot_bytes[KERN_PROTO_SIMPLE] : asked));
+    if (asked == 0 || c->buff[p] == NULL) continue;
+    if (sh) {
+      EXPECT(c->buff[p] == c->buff[KERN_PROTO_SIMPLE]);
+      want_sync |= 1u << p;
+    } else {
+      EXPECT(own_buffer(c, p));
+      /* Net slots in GPU memory (GPUDirect) have cudaMalloc's alignment only. */
+      EXPECT((uintptr_t)c->buff[p] % (kind == KERN_TRANSPORT_NET ? 128 : TRANSPORT_BUFF_ALIGN) == 0);
+      /* Zeroed at creation: LL and LL128 flags start at 1, so zero is never a valid line. */
+      size_t nonzero = 0, bytes = (size_t)KERN_NSLOTS * c->slot_bytes[p];
+      for (size_t k = 0; k < bytes; k++) nonzero += c->buff[p][k] != 0;
+      EXPECT(nonzero == 0);
+    }
+  }
+  EXPECT(c->tail_sync == want_sync);
+  /* Own buffers of one end do not overlap. */
+  for (int p = 0; p < KERN_PROTO_NUM; p++)
+    for (int r = 0; r < p; r++) {
+      if (!own_buffer(c, p) || !own_buffer(c, r)) continue;
+      const char *a0 = c->buff[p], *a1 = a0 + (size_t)KERN_NSLOTS * c->slot_bytes[p];
+      const char *b0 = c->buff[r], *b1 = b0 + (size_t)KERN_NSLOTS * c->slot_bytes[r];
+      EXPECT(a1 <= b0 || b1 <= a0);
+    }
+  return bad;
+}
+
+/* Prove a connect: every send end writes each of its buffers and its tail through its own
+ * pointers, every receive end finds them through its own; then heads the other way. A pattern
+ * per protocol shows that the buffers are distinct and that nothing else overlaps them. */
 static int prove(bootstrap_t* bs, int rank, transport_req_t* reqs, int n, int call, int kind) {
   int bad = 0;
   for (int i = 0; i < n; i++) {
     kern_conn_t* c = reqs[i].out;
     EXPECT(c->connected == 1);
     EXPECT((int)c->transport == kind);
-    EXPECT(c->slot_bytes[KERN_PROTO_SIMPLE] == reqs[i].slot_bytes);
     EXPECT(c->step == 0);
     EXPECT(c->buff[KERN_PROTO_SIMPLE] != NULL && c->tail != NULL && c->head != NULL);
-    EXPECT((uintptr_t)c->buff[KERN_PROTO_SIMPLE] % TRANSPORT_BUFF_ALIGN == 0);
     EXPECT((uintptr_t)c->tail % TRANSPORT_LINE == 0 && (uintptr_t)c->head % TRANSPORT_LINE == 0);
     if (!c->connected || !c->buff[KERN_PROTO_SIMPLE] || !c->tail || !c->head) return bad;
+    bad += prove_buffers(&reqs[i], kind);
     /* Zeroed at creation. */
     EXPECT(*c->tail == 0 && *c->head == 0);
   }
@@ -634,19 +784,25 @@ static int prove(bootstrap_t* bs, int rank, transport_req_t* reqs, int n, int ca
   for (int i = 0; i < n; i++) {
     if (!reqs[i].is_send) continue;
     kern_conn_t* c = reqs[i].out;
-    size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes[KERN_PROTO_SIMPLE];
-    for (size_t k = 0; k < bytes; k++)
-      c->buff[KERN_PROTO_SIMPLE][k] = (char)pattern(rank, reqs[i].peer, call, reqs[i].id, k);
+    for (int p = 0; p < KERN_PROTO_NUM; p++) {
+      if (!own_buffer(c, p)) continue;
+      size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes[p];
+      for (size_t k = 0; k < bytes; k++)
+        c->buff[p][k] = (char)pattern(rank, reqs[i].peer, call, reqs[i].id, p, k);
+    }
     *c->tail = tail_value(rank, reqs[i].peer, call, reqs[i].id);
   }
   EXPECT(bootstrap_barrier(bs) == ncclSuccess);
   for (int i = 0; i < n; i++) {
     if (reqs[i].is_send) continue;
     kern_conn_t* c = reqs[i].out;
-    size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes[KERN_PROTO_SIMPLE], wrong = 0;
-    for (size_t k = 0; k < bytes; k++)
-      wrong += (unsigned char)c->buff[KERN_PROTO_SIMPLE][k] != pattern(reqs[i].peer, rank, call, reqs[i].id, k);
-    EXPECT(wrong == 0);
+    for (int p = 0; p < KERN_PROTO_NUM; p++) {
+      if (!own_buffer(c, p)) continue;
+      size_t bytes = (size_t)KERN_NSLOTS * c->slot_bytes[p], wrong = 0;
+      for (size_t k = 0; k < bytes; k++)
+        wrong += (unsigned char)c->buff[p][k] != pattern(reqs[i].peer, rank, call, reqs[i].id, p, k);
+      EXPECT(wrong == 0);
+    }
     EXPECT(*c->tail == tail_value(reqs[i].peer, rank, call, reqs[i].id));
     *c->head = head_value(reqs[i].peer, rank, call, reqs[i].id);
   }
@@ -659,6 +815,33 @@ static int prove(bootstrap_t* bs, int rank, transport_req_t* reqs, int n, int ca
   EXPECT(bootstrap_barrier(bs) == ncclSuccess);
   return bad;
 }
+
+/* The bytes a connect of reqs[0..n) makes this rank hold, by the transport's own layout: per
+ * peer, p2p one device block (plus the alignment slack), shm one host segment when receiving. */
+static void expected_bytes(int kind, const transport_req_t* reqs, int n, int nranks,
+                           uint64_t* dev_p, uint64_t* host_p) {
+  transport_wire_conn_t* c = calloc((size_t)n, sizeof(*c));
+  for (int peer = 0; peer < nranks; peer++) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      if (reqs[i].peer != peer) continue;
+      c[m].id = reqs[i].id;
+      c[m].is_send = reqs[i].is_send;
+      memcpy(c[m].slot_bytes, reqs[i].slot_bytes, sizeof(c[m].slot_bytes));
+      m++;
+    }
+    if (m == 0) continue;
+    uint64_t b = transport_wire_layout((kern_transport_t)kind, c, m);
+    if (kind == KERN_TRANSPORT_P2P) *dev_p += b + TRANSPORT_BUFF_ALIGN;
+    else *host_p += b;
+  }
+  free(c);
+}
+
+/* Slots of the ring call: every protocol, each its own size (LL128's a whole number of lines). */
+#define RING_LL 1024u
+#define RING_LL128 1536u
+#define RING_SIMPLE 4096u
 
 static int rank_run(int rank, const job_t* j) {
   int bad = 0;
@@ -686,8 +869,8 @@ static int rank_run(int rank, const job_t* j) {
   transport_req_t* ring = calloc((size_t)nring, sizeof(*ring));
   kern_conn_t* ring_out = calloc((size_t)nring, sizeof(*ring_out));
   for (int c = 0; c < j->nchan; c++) {
-    ring[2 * c] = (transport_req_t){next, 1, c, 4096, &ring_out[2 * c]};
-    ring[2 * c + 1] = (transport_req_t){prev, 0, c, 4096, &ring_out[2 * c + 1]};
+    ring[2 * c] = req_make(next, 1, c, RING_LL, RING_LL128, RING_SIMPLE, &ring_out[2 * c]);
+    ring[2 * c + 1] = req_make(prev, 0, c, RING_LL, RING_LL128, RING_SIMPLE, &ring_out[2 * c + 1]);
   }
   EXPECT(transport_connect(t, ring, nring, 1) == ncclSuccess);
   bad += prove(bs, rank, ring, nring, 1, kind);
@@ -699,24 +882,28 @@ static int rank_run(int rank, const job_t* j) {
   for (int c = j->npairs - 1; c >= 0; c--) {
     for (int d = 1; d < n; d++) {
       int p = (rank + d) % n;
-      pairs[k] = (transport_req_t){p, 0, c, 1024, &pair_out[k]};
+      pairs[k] = req_simple(p, 0, c, 1024, &pair_out[k]);
       k++;
-      pairs[k] = (transport_req_t){p, 1, c, 1024, &pair_out[k]};
+      pairs[k] = req_simple(p, 1, c, 1024, &pair_out[k]);
       k++;
     }
   }
   EXPECT(transport_connect(t, pairs, npair, 2) == ncclSuccess);
   bad += prove(bs, rank, pairs, npair, 2, kind);
 
-  uint64_t dev = 0, host = 0;
+  /* Every buffer counted, each once: exactly the blocks of the layout, which holds each
+   * receive end's buffers of their own (shm: LL128 in SIMPLE's). */
+  uint64_t dev = 0, host = 0, want_dev = 0, want_host = 0;
   transport_mem_usage(t, &dev, &host);
-  uint64_t ring_buff = (uint64_t)j->nchan * KERN_NSLOTS * 4096;
-  uint64_t pair_buff = (uint64_t)(n - 1) * j->npairs * KERN_NSLOTS * 1024;
-  if (kind == KERN_TRANSPORT_P2P) {
-    EXPECT(dev >= ring_buff + pair_buff && host == 0);
-  } else {
-    EXPECT(host >= ring_buff + pair_buff && dev == 0);
-  }
+  expected_bytes(kind, ring, nring, n, &want_dev, &want_host);
+  expected_bytes(kind, pairs, npair, n, &want_dev, &want_host);
+  EXPECT(dev == want_dev && host == want_host);
+  const uint64_t per_ring_recv =
+      (uint64_t)KERN_NSLOTS *
+      (RING_SIMPLE + RING_LL + (kind == KERN_TRANSPORT_P2P ? RING_LL128 : 0));
+  const uint64_t floor = (uint64_t)j->nchan * per_ring_recv +
+                         (uint64_t)(n - 1) * j->npairs * KERN_NSLOTS * 1024;
+  EXPECT((kind == KERN_TRANSPORT_P2P ? dev : host) >= floor);
   EXPECT(bootstrap_barrier(bs) == ncclSuccess);
   transport_destroy(t);
   EXPECT(bootstrap_close(bs) == ncclSuccess);
@@ -846,6 +1033,8 @@ typedef enum {
   F_ID,         /* rank 1 receives on another id */
   F_COUNT,      /* rank 0 asks for one end more */
   F_SLOT,       /* slot sizes differ */
+  F_SLOT_LL,    /* rank 1 makes LL on a connection, rank 0 does not */
+  F_SLOT_LL128, /* LL128 slot sizes differ */
   F_SAME_DIR,   /* both send */
   F_KIND,       /* rank 0 allows p2p, rank 1 does not */
   F_NET,        /* another host */
@@ -887,11 +1076,13 @@ static void* fault_rank(void* arg) {
   transport_req_t reqs[3];
   int n = 2;
   /* The healthy pair: rank 0 sends id 0 and receives id 1; rank 1 the mirror. */
-  reqs[0] = (transport_req_t){peer, rank == 0, 0, 2048, &out[0]};
-  reqs[1] = (transport_req_t){peer, rank != 0, 1, 2048, &out[1]};
+  reqs[0] = req_simple(peer, rank == 0, 0, 2048, &out[0]);
+  reqs[1] = req_simple(peer, rank != 0, 1, 2048, &out[1]);
   if (f->fault == F_ID && rank == 1) reqs[1].id = 5;
-  if (f->fault == F_COUNT && rank == 0) reqs[n++] = (transport_req_t){peer, 1, 9, 2048, &out[2]};
-  if (f->fault == F_SLOT && rank == 1) reqs[0].slot_bytes = 4096;
+  if (f->fault == F_COUNT && rank == 0) reqs[n++] = req_simple(peer, 1, 9, 2048, &out[2]);
+  if (f->fault == F_SLOT && rank == 1) reqs[0].slot_bytes[KERN_PROTO_SIMPLE] = 4096;
+  if (f->fault == F_SLOT_LL && rank == 1) reqs[1].slot_bytes[KERN_PROTO_LL] = 1024;
+  if (f->fault == F_SLOT_LL128) reqs[0].slot_bytes[KERN_PROTO_LL128] = rank == 0 ? 1280 : 2560;
   if (f->fault == F_SAME_DIR) reqs[0].is_send = 1, reqs[1].is_send = 1, reqs[1].id = 0;
   if (f->fault == F_SAME_DIR) n = 1;
   if (f->fault == F_ALLOC && rank == 1) fake_fail_alloc = 1;
@@ -953,8 +1144,17 @@ static void case_fault_count(void) {
             ncclInternalError, "rank 1 connects 2 end(s) with rank 0");
 }
 static void case_fault_slot(void) {
-  run_fault(F_SLOT, ncclInternalError, "slot_bytes 2048 on rank 0, 4096 on rank 1",
-            ncclInternalError, "slot_bytes 4096 on rank 1, 2048 on rank 0");
+  run_fault(F_SLOT, ncclInternalError, "Simple slot_bytes 2048 on rank 0, 4096 on rank 1",
+            ncclInternalError, "Simple slot_bytes 4096 on rank 1, 2048 on rank 0");
+}
+/* Both ends must agree on every protocol, a protocol made on one end only included. */
+static void case_fault_slot_ll(void) {
+  run_fault(F_SLOT_LL, ncclInternalError, "connection 1 between rank 0 and rank 1: LL slot_bytes 0 on rank 0, 1024 on rank 1",
+            ncclInternalError, "LL slot_bytes 1024 on rank 1, 0 on rank 0");
+}
+static void case_fault_slot_ll128(void) {
+  run_fault(F_SLOT_LL128, ncclInternalError, "LL128 slot_bytes 1280 on rank 0, 2560 on rank 1",
+            ncclInternalError, "LL128 slot_bytes 2560 on rank 1, 1280 on rank 0");
 }
 static void case_fault_same_dir(void) {
   run_fault(F_SAME_DIR, ncclInternalError, "has no receive end with id 0", ncclInternalError,
@@ -994,12 +1194,19 @@ static void case_fault_requests(void) {
   /* A 2-rank transport over a 1-rank bootstrap: nothing here may reach the wire. */
   CHECK_EQ_INT(transport_create(bs, 0, 2, 0, peers, NULL, NULL, NULL, &t), ncclSuccess);
   kern_conn_t out[2];
-  transport_req_t r[2] = {{1, 1, 0, 1024, &out[0]}, {1, 1, 0, 1024, &out[1]}};
+  transport_req_t r[2] = {req_simple(1, 1, 0, 1024, &out[0]), req_simple(1, 1, 0, 1024, &out[1])};
   CHECK_EQ_INT(transport_connect(t, r, 2, 1), ncclInternalError);
   CHECK_CONTAINS(err_last(), "asks twice for the send end with id 0 for rank 1");
-  transport_req_t bad[] = {{0, 1, 0, 1024, &out[0]},  {2, 1, 0, 1024, &out[0]},
-                           {1, 2, 0, 1024, &out[0]},  {1, 1, 0, 1000, &out[0]},
-                           {1, 1, 0, 0, &out[0]},     {1, 1, 0, 1024, NULL}};
+  transport_req_t bad[] = {req_simple(0, 1, 0, 1024, &out[0]),
+                           req_simple(2, 1, 0, 1024, &out[0]),
+                           req_simple(1, 2, 0, 1024, &out[0]),
+                           req_simple(1, 1, 0, 1000, &out[0]),
+                           req_simple(1, 1, 0, 1040, &out[0]), /* a multiple of 16, not 128 */
+                           req_simple(1, 1, 0, 0, &out[0]),
+                           req_make(1, 1, 0, 1024, 0, 0, &out[0]), /* LL without SIMPLE */
+                           req_make(1, 1, 0, 1040, 0, 1024, &out[0]),
+                           req_make(1, 1, 0, 0, 120, 1024, &out[0]),
+                           req_simple(1, 1, 0, 1024, NULL)};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     CHECK_EQ_INT(transport_connect(t, &bad[i], 1, 1), ncclInternalError);
     CHECK_CONTAINS(err_last(), "is invalid");
@@ -1080,7 +1287,7 @@ static uint64_t net_nonzero_recvs;
 static void net_publish(kern_conn_t* sc, int rank, uint64_t s, int c) {
   char* slot = sc->buff[KERN_PROTO_SIMPLE] + (s % KERN_NSLOTS) * net_slot(c);
   const uint32_t bytes = net_step_bytes(c, s);
-  for (uint32_t k = 0; k < bytes; k++) slot[k] = (char)pattern(rank, 1 - rank, (int)s, c, k);
+  for (uint32_t k = 0; k < bytes; k++) slot[k] = (char)pattern(rank, 1 - rank, (int)s, c, KERN_PROTO_SIMPLE, k);
   __atomic_store_n(&sc->sizes[s % KERN_NSLOTS], bytes, __ATOMIC_RELAXED);
   __atomic_store_n(sc->tail, s + 1, __ATOMIC_RELEASE);
 }
@@ -1092,7 +1299,7 @@ static size_t net_consume(kern_conn_t* rc, int rank, uint64_t r, int c) {
   const uint32_t bytes = net_step_bytes(c, r);
   size_t wrong = 0;
   for (uint32_t k = 0; k < bytes; k++)
-    wrong += (unsigned char)slot[k] != pattern(1 - rank, rank, (int)r, c, k);
+    wrong += (unsigned char)slot[k] != pattern(1 - rank, rank, (int)r, c, KERN_PROTO_SIMPLE, k);
   if (bytes > 0) __atomic_fetch_add(&net_nonzero_recvs, 1, __ATOMIC_RELAXED);
   __atomic_store_n(rc->head, r + 1, __ATOMIC_RELEASE);
   return wrong;
@@ -1148,16 +1355,34 @@ static int net_rank(int rank, const job_t* j) {
   EXPECT(transport_kind(t, 1 - rank) == KERN_TRANSPORT_NET);
   transport_req_t reqs[2 * NET_CHANNELS];
   kern_conn_t out[2 * NET_CHANNELS];
+  /* Channel 0 SIMPLE only, channel 1 every protocol (LL asked smaller: it shares SIMPLE's
+   * slots all the same), channel 2 (the big one) SIMPLE and LL. */
   for (int c = 0; c < NET_CHANNELS; c++) {
-    reqs[2 * c] = (transport_req_t){1 - rank, 1, c, net_slot(c), &out[2 * c]};
-    reqs[2 * c + 1] = (transport_req_t){1 - rank, 0, c, net_slot(c), &out[2 * c + 1]};
+    const uint32_t ll = c == 0 ? 0 : 1024, ll128 = c == 1 ? 2048 : 0;
+    reqs[2 * c] = req_make(1 - rank, 1, c, ll, ll128, net_slot(c), &out[2 * c]);
+    reqs[2 * c + 1] = req_make(1 - rank, 0, c, ll, ll128, net_slot(c), &out[2 * c + 1]);
   }
   ncclResult_t res = transport_connect(t, reqs, 2 * NET_CHANNELS, 1);
   EXPECT(res == ncclSuccess);
   if (res != ncclSuccess) goto out;
+  uint64_t want_host = 0;
   for (int i = 0; i < 2 * NET_CHANNELS; i++) {
     EXPECT(out[i].connected == 1 && out[i].transport == KERN_TRANSPORT_NET);
     EXPECT(reqs[i].is_send ? out[i].sizes != NULL : out[i].sizes == NULL);
+    /* LL and LL128 in the SIMPLE buffer, with tail_sync. */
+    bad += prove_buffers(&reqs[i], KERN_TRANSPORT_NET);
+    const uint64_t lines = ((uint64_t)KERN_NSLOTS * reqs[i].slot_bytes[KERN_PROTO_SIMPLE] +
+                            TRANSPORT_LINE - 1) / TRANSPORT_LINE * TRANSPORT_LINE +
+                           3 * TRANSPORT_LINE;
+    want_host += (lines + TRANSPORT_BUFF_ALIGN - 1) / TRANSPORT_BUFF_ALIGN * TRANSPORT_BUFF_ALIGN;
+  }
+  /* The protocols cost no memory of their own: one block per end, as with SIMPLE alone. */
+  if (!net_expect_gdr()) {
+    uint64_t dev = 1, host = 0;
+    transport_mem_usage(t, &dev, &host);
+    EXPECT_MSG(dev == 0 && host == want_host, "net: %llu device and %llu host bytes, expected 0 "
+               "and %llu", (unsigned long long)dev, (unsigned long long)host,
+               (unsigned long long)want_host);
   }
   EXPECT(t->proxy != NULL);
   proxy_launch_begin(t->proxy);
@@ -1357,10 +1582,10 @@ typedef struct {
 
 static const struct {
   const char* group;
-  case_t cases[10];
+  case_t cases[12];
 } groups[] = {
     {"rules", {{"rule", case_rule}, {"kind", case_kind}}},
-    {"wire", {{"layout", case_layout}, {"wire", case_wire}}},
+    {"wire", {{"layout", case_layout}, {"layout-protos", case_layout_protos}, {"wire", case_wire}}},
     {"shm", {{"segments", case_shm_segments}}},
     {"threads",
      {{"p2p-2", case_threads_p2p_2},
@@ -1376,6 +1601,8 @@ static const struct {
      {{"id", case_fault_id},
       {"count", case_fault_count},
       {"slot", case_fault_slot},
+      {"slot-ll", case_fault_slot_ll},
+      {"slot-ll128", case_fault_slot_ll128},
       {"same-dir", case_fault_same_dir},
       {"kind", case_fault_kind},
       {"net", case_fault_net},

@@ -1,0 +1,215 @@
+/*
+ * The plan of a collective (core/enqueue: enqueue_plan_make) on the real cost model (core/tune),
+ * on the CPU: the link each transport stands for, the bytes the model is told, the same plan on
+ * every rank of a communicator for every collective, size and group size, every plan within
+ * what the ring connections and the kernels can do, and a choice outside that (a protocol the
+ * connections lack) refused loudly rather than launched.
+ *
+ *   test-enqueue-plan
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "enqueue_internal.h" /* white-box: enq_plan_t, enqueue_plan_make */
+#include "topo.h"
+
+/* A communicator as enqueue describes it to the model once its ring is connected: slots of the
+ * protocols tune_protocols_for_link gives the link, at the default buffer sizes. */
+static tune_topo_t topo_make(int nranks, int nnodes, tune_link_t link, int nch, int gpu_share) {
+  tune_topo_t tp;
+  memset(&tp, 0, sizeof(tp));
+  tp.nranks = nranks;
+  tp.nnodes = nnodes;
+  tp.local_ranks = nranks / nnodes;
+  tp.gpu_share = gpu_share;
+  tp.link_intra = nnodes > 1 && nranks == nnodes ? TUNE_LINK_NET : link;
+  tp.link_inter = nnodes > 1 ? TUNE_LINK_NET : tp.link_intra;
+  tp.ring_nchannels = nch;
+  tp.bw_intra = link == TUNE_LINK_NVLINK ? 20.0f : 0.0f;
+  tp.bw_inter = nnodes > 1 ? 12.0f : 0.0f;
+  tp.cta_cap = gpu_share > 1 ? 16 : 0;
+  tp.cuda_arch = 90;
+  tp.algo_mask = 1u << NCCL_ALGO_RING;
+  uint32_t a = 0, b = 0;
+  CHECK_EQ_INT(tune_protocols_for_link(tp.link_intra, &a), ncclSuccess);
+  CHECK_EQ_INT(tune_protocols_for_link(tp.link_inter, &b), ncclSuccess);
+  tp.proto_mask = (a & b) | 1u << NCCL_PROTO_SIMPLE;
+  const uint32_t slot[KERN_PROTO_NUM] = {[KERN_PROTO_LL] = 64u << 10,
+                                         [KERN_PROTO_LL128] = 600u << 10,
+                                         [KERN_PROTO_SIMPLE] = 512u << 10};
+  for (int p = 0; p < KERN_PROTO_NUM; p++)
+    tp.slot_bytes[p] = tp.proto_mask >> p & 1u ? slot[p] : 0;
+  /* Over the network the protocols share SIMPLE's slots (the transport's rule). */
+  if (tp.link_inter == TUNE_LINK_NET || tp.link_intra == TUNE_LINK_NET)
+    for (int p = 0; p < KERN_PROTO_NUM; p++)
+      if (tp.slot_bytes[p]) tp.slot_bytes[p] = slot[KERN_PROTO_SIMPLE];
+  return tp;
+}
+
+static void case_link(void) {
+  CHECK_EQ_INT(enqueue_link_of(KERN_TRANSPORT_P2P, 1, TOPO_PATH_NVL), TUNE_LINK_NVLINK);
+  CHECK_EQ_INT(enqueue_link_of(KERN_TRANSPORT_P2P, 1, TOPO_PATH_LOC), TUNE_LINK_NVLINK);
+  CHECK_EQ_INT(enqueue_link_of(KERN_TRANSPORT_P2P, 1, TOPO_PATH_NVB), TUNE_LINK_NVLINK);
+  CHECK_EQ_INT(enqueue_link_of(KERN_TRANSPORT_P2P, 1, TOPO_PATH_PIX), TUNE_LINK_PCIE);
+  CHECK_EQ_INT(enqueue_link_of(KERN_TRANSPORT_P2P, 1, TOPO_PATH_SYS), TUNE_LINK_PCIE);
+  CHECK_EQ_INT(enqueue_link_of(KERN_TRANSPORT_P2P, 1, -1), TUNE_LINK_PCIE); /* no graph */
+  CHECK_EQ_INT(enqueue_link_of(KERN_TRANSPORT_P2P, 2, -1), TUNE_LINK_SAME_GPU);
+  CHECK_EQ_INT(enqueue_link_of(KERN_TRANSPORT_SHM, 1, TOPO_PATH_NVL), TUNE_LINK_SHM);
+  /* Ranks sharing a GPU but connected through host memory or the network are not the GPU. */
+  CHECK_EQ_INT(enqueue_link_of(KERN_TRANSPORT_SHM, 2, -1), TUNE_LINK_SHM);
+  CHECK_EQ_INT(enqueue_link_of(KERN_TRANSPORT_NET, 2, -1), TUNE_LINK_NET);
+  CHECK_EQ_INT(enqueue_link_of(KERN_TRANSPORT_NET, 1, TOPO_PATH_NVL), TUNE_LINK_NET);
+}
+
+static void case_nbytes(void) {
+  enq_op_t op = {.count = 1000, .type = ncclFloat};
+  const enq_kind_t kinds[] = {ENQ_BROADCAST, ENQ_REDUCE, ENQ_ALLGATHER, ENQ_REDUCESCATTER,
+                              ENQ_ALLREDUCE, ENQ_SEND, ENQ_ALLTOALL};
+  const uint64_t want[] = {4000, 4000, 32000, 32000, 4000, 4000, 32000};
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+    op.kind = kinds[i];
+    CHECK_MSG(enqueue_plan_nbytes(&op, 8) == want[i], "kind %d: %llu bytes", (int)kinds[i],
+              (unsigned long long)enqueue_plan_nbytes(&op, 8));
+  }
+}
+
+#define MAX_RANKS 16
+
+typedef struct {
+  const char* name;
+  int nranks, nnodes;
+  tune_link_t link;
+  int nch, gpu_share;
+} fixture_t;
+
+static const fixture_t fixtures[] = {
+    {"8 GPUs NVLink", 8, 1, TUNE_LINK_NVLINK, 64, 1},
+    {"4 GPUs PCIe", 4, 1, TUNE_LINK_PCIE, 64, 1},
+    {"4 GPUs shm", 4, 1, TUNE_LINK_SHM, 8, 1},
+    {"2 nodes x 8 NVLink", 16, 2, TUNE_LINK_NVLINK, 8, 1},
+    {"4 ranks on one GPU", 4, 1, TUNE_LINK_SAME_GPU, 16, 4},
+};
+
+/* Every rank of the fixture builds its model and plans every collective at every size, alone and
+ * in a group of 3: the plans must be equal, and each within the ring and the kernels. */
+static void plan_fixture(const fixture_t* f) {
+  tune_topo_t tp = topo_make(f->nranks, f->nnodes, f->link, f->nch, f->gpu_share);
+  tune_t* t[MAX_RANKS] = {0};
+  for (int r = 0; r < f->nranks; r++) {
+    ncclResult_t res = tune_create(&tp, 0xc0ffee, r, &t[r]);
+    CHECK_MSG(res == ncclSuccess, "%s: tune_create on rank %d: %d", f->name, r, (int)res);
+    if (res != ncclSuccess) goto out;
+  }
+  uint32_t protos_seen = 0;
+  int plans = 0;
+  for (int kind = ENQ_BROADCAST; kind <= ENQ_ALLREDUCE; kind++) {
+    for (uint64_t bytes = 8; bytes <= (1ull << 30); bytes *= 4) {
+      for (int npipe = 1; npipe <= 3; npipe += 2) {
+        enq_op_t op = {.kind = (enq_kind_t)kind, .type = ncclInt8, .op = ncclSum};
+        /* AllGather and ReduceScatter take the per-rank count. */
+        op.count = kind == ENQ_ALLGATHER || kind == ENQ_REDUCESCATTER
+                       ? (bytes + f->nranks - 1) / f->nranks
+                       : bytes;
+        enq_plan_t p0;
+        memset(&p0, 0, sizeof(p0));
+        for (int r = 0; r < f->nranks; r++) {
+          enq_plan_t p;
+          memset(&p, 0, sizeof(p));
+          ncclResult_t res =
+              enqueue_plan_make(t[r], &op, f->nranks, npipe, tp.slot_bytes, tp.ring_nchannels, &p);
+          CHECK_MSG(res == ncclSuccess, "%s: coll %d of %llu bytes on rank %d: %d", f->name, kind,
+                    (unsigned long long)bytes, r, (int)res);
+          if (res != ncclSuccess) continue;
+          plans++;
+          if (r == 0) {
+            p0 = p;
+            protos_seen |= 1u << p.proto;
+            CHECK_TRUE(tp.proto_mask >> p.proto & 1u);
+            CHECK_TRUE(p.algo == NCCL_ALGO_RING);
+            CHECK_TRUE(p.nchannels >= 1 && p.nchannels <= tp.ring_nchannels);
+            CHECK_TRUE(p.nthreads >= 64 && p.nthreads <= KERN_NTHREADS && p.nthreads % 32 == 0);
+            CHECK_TRUE(p.chunk_bytes >= 16 && p.chunk_bytes % 16 == 0);
+            CHECK_MSG(p.chunk_bytes <= kern_proto_step_capacity(p.proto, tp.slot_bytes[p.proto]),
+                      "%s: chunk %u above the %s capacity of a %u-byte slot", f->name,
+                      p.chunk_bytes, transport_proto_name(p.proto), tp.slot_bytes[p.proto]);
+            CHECK_TRUE(p.time_us > 0.0f);
+          } else {
+            CHECK_MSG(memcmp(&p, &p0, sizeof(p)) == 0,
+                      "%s: coll %d of %llu bytes (group of %d): rank %d plans %s/%d ch/%d thr/"
+                      "%u, rank 0 %s/%d ch/%d thr/%u",
+                      f->name, kind, (unsigned long long)bytes, npipe, r,
+                      transport_proto_name(p.proto), p.nchannels, p.nthreads, p.chunk_bytes,
+                      transport_proto_name(p0.proto), p0.nchannels, p0.nthreads, p0.chunk_bytes);
+          }
+        }
+      }
+    }
+  }
+  printf("%s: %d plans, protocols chosen 0x%x of 0x%x\n", f->name, plans, protos_seen,
+         tp.proto_mask);
+  /* A model with a choice of protocols uses more than one across 8 B .. 1 GB. */
+  if (tp.proto_mask != 1u << NCCL_PROTO_SIMPLE)
+    CHECK_MSG(protos_seen != 1u << NCCL_PROTO_SIMPLE, "%s: Simple at every size", f->name);
+out:
+  for (int r = 0; r < f->nranks; r++) tune_destroy(t[r]);
+}
+
+static void case_same_everywhere(void) {
+  for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) plan_fixture(&fixtures[i]);
+}
+
+/* The model may choose LL or LL128, but the ring was connected with SIMPLE only (or with fewer
+ * channels): a plan the connections cannot run is refused with a WARN, never launched. */
+static void case_refused(void) {
+  tune_topo_t tp = topo_make(8, 1, TUNE_LINK_NVLINK, 64, 1);
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&tp, 0xc0ffee, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  const uint32_t simple_only[KERN_PROTO_NUM] = {[KERN_PROTO_SIMPLE] = 512u << 10};
+  int refused = 0, fine = 0;
+  for (uint64_t bytes = 8; bytes <= (1ull << 30); bytes *= 4) {
+    enq_op_t op = {.kind = ENQ_ALLREDUCE, .type = ncclInt8, .op = ncclSum, .count = bytes};
+    enq_plan_t want, p;
+    CHECK_EQ_INT(enqueue_plan_make(t, &op, 8, 1, tp.slot_bytes, 64, &want), ncclSuccess);
+    err_clear_last();
+    ncclResult_t res = enqueue_plan_make(t, &op, 8, 1, simple_only, 64, &p);
+    if (want.proto != NCCL_PROTO_SIMPLE) {
+      CHECK_EQ_INT(res, ncclInternalError);
+      CHECK_CONTAINS(err_last(), "the ring has protocols with slots LL 0 LL128 0");
+      refused++;
+    } else {
+      CHECK_EQ_INT(res, ncclSuccess);
+      fine++;
+    }
+    /* Fewer ring channels than the model was told of. */
+    if (want.nchannels > 1) {
+      err_clear_last();
+      CHECK_EQ_INT(enqueue_plan_make(t, &op, 8, 1, tp.slot_bytes, want.nchannels - 1, &p),
+                   ncclInternalError);
+      CHECK_CONTAINS(err_last(), "channels");
+    }
+  }
+  CHECK_MSG(refused > 0 && fine > 0, "refused %d, fine %d: the sizes should cover both", refused,
+            fine);
+  tune_destroy(t);
+}
+
+int main(int argc, char** argv) {
+  setenv("NCCL_CONF_FILE", "/nonexistent/choir.conf", 1);
+  static const struct {
+    const char* name;
+    void (*fn)(void);
+  } cases[] = {{"link", case_link},
+               {"nbytes", case_nbytes},
+               {"same-everywhere", case_same_everywhere},
+               {"refused", case_refused}};
+  const char* only = argc > 1 ? argv[1] : NULL;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    if (only != NULL && strcmp(only, cases[i].name) != 0) continue;
+    printf("case %s\n", cases[i].name);
+    cases[i].fn();
+  }
+  return check_finish("enqueue-plan");
+}
