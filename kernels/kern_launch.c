@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "kern_internal.h"
+#include "nccl_common.h"
 
 /* One line per thread: the core reads it right after the failing call, on the same thread. */
 static _Thread_local char kern_err_buf[256];
@@ -134,6 +135,16 @@ ncclResult_t kern_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
   if (w->chunk_bytes == 0 || w->chunk_bytes % KERN_RC_VEC_BYTES != 0)
     return kern_fail(ncclInvalidArgument, "collective: chunk_bytes %u is not a positive multiple "
                      "of %d", w->chunk_bytes, KERN_RC_VEC_BYTES);
+  if (w->algo != NCCL_ALGO_RING)
+    return kern_fail(ncclInvalidArgument, "collective: algo %d is not built (only ring, %d)",
+                     (int)w->algo, NCCL_ALGO_RING);
+  if (w->proto < 0 || w->proto >= KERN_PROTO_NUM)
+    return kern_fail(ncclInvalidArgument, "collective: proto %d is not a kern_proto_t (0..%d)",
+                     (int)w->proto, KERN_PROTO_NUM - 1);
+  if (w->nthreads % 32 != 0 || w->nthreads < 64 || w->nthreads > KERN_NTHREADS)
+    return kern_fail(ncclInvalidArgument,
+                     "collective: nthreads %u is not a multiple of 32 in 64..%d", w->nthreads,
+                     KERN_NTHREADS);
   const int reduces = w->coll == KERN_COLL_REDUCE || w->coll == KERN_COLL_REDUCESCATTER ||
                       w->coll == KERN_COLL_ALLREDUCE;
   cudaError_t err;

@@ -387,13 +387,21 @@ struct ty_of<ncclFloat8e5m2> {
 };
 
 /*
- * Packs: P is either the type's storage bits (one element) or uint4 (16 bytes). These apply a
- * type's operation to every lane of a pack.
+ * Packs: P is the type's storage bits (one element), uint2 (8 bytes: an LL line's data) or uint4
+ * (16 bytes). These apply a type's operation to every lane of a pack.
  */
 template <class T, int K, typename P>
 __device__ __forceinline__ P pack_op(P a, P b) {
   using B = typename T::bits;
-  if constexpr (std::is_same_v<P, uint4>) {
+  if constexpr (std::is_same_v<P, uint2>) {
+    if constexpr (sizeof(B) == 8) {
+      const uint64_t v =
+          T::template op<K>(((uint64_t)a.y << 32) | a.x, ((uint64_t)b.y << 32) | b.x);
+      return make_uint2((uint32_t)v, (uint32_t)(v >> 32));
+    } else {
+      return make_uint2(T::template op_w<K>(a.x, b.x), T::template op_w<K>(a.y, b.y));
+    }
+  } else if constexpr (std::is_same_v<P, uint4>) {
     if constexpr (sizeof(B) == 8) {
       const uint64_t lo =
           T::template op<K>(((uint64_t)a.y << 32) | a.x, ((uint64_t)b.y << 32) | b.x);
@@ -413,7 +421,14 @@ __device__ __forceinline__ P pack_op(P a, P b) {
 template <class T, typename P, class F, class FW>
 __device__ __forceinline__ P pack_map(P a, F f, FW fw) {
   using B = typename T::bits;
-  if constexpr (std::is_same_v<P, uint4>) {
+  if constexpr (std::is_same_v<P, uint2>) {
+    if constexpr (sizeof(B) == 8) {
+      const uint64_t v = f(((uint64_t)a.y << 32) | a.x);
+      return make_uint2((uint32_t)v, (uint32_t)(v >> 32));
+    } else {
+      return make_uint2(fw(a.x), fw(a.y));
+    }
+  } else if constexpr (std::is_same_v<P, uint4>) {
     if constexpr (sizeof(B) == 8) {
       const uint64_t lo = f(((uint64_t)a.y << 32) | a.x);
       const uint64_t hi = f(((uint64_t)a.w << 32) | a.z);

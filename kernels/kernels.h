@@ -165,7 +165,12 @@ typedef enum {
 /* Data bytes one step of protocol `proto` moves at most through a slot of slot_bytes bytes, a
  * multiple of 16 (0 when the slot cannot hold one unit). Host and device use it alike: a step
  * moves min(work chunk_bytes, this), so both ends of a connection agree. */
-static inline uint32_t kern_proto_step_capacity(int proto, uint32_t slot_bytes) {
+#ifdef __CUDACC__
+#define KERN_HOST_DEVICE __host__ __device__
+#else
+#define KERN_HOST_DEVICE
+#endif
+static inline KERN_HOST_DEVICE uint32_t kern_proto_step_capacity(int proto, uint32_t slot_bytes) {
   uint32_t b = proto == KERN_PROTO_LL      ? slot_bytes / KERN_LL_LINE_BYTES * 8u
                : proto == KERN_PROTO_LL128 ? slot_bytes / KERN_LL128_LINE_BYTES * KERN_LL128_LINE_DATA
                                            : slot_bytes;

@@ -5,10 +5,12 @@
  * ncclResult_t and a message, before any CUDA call.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "check.h"
 #include "kernels.h"
+#include "nccl_common.h"
 #include "ref.h"
 
 size_t kern_header_cxx_args_size(void);
@@ -141,5 +143,48 @@ int main(void) {
   }
   if (!missing)
     printf("kern-boundary: every instance built; the not-built path needs a subset build\n");
+
+  /* The collective work's plan fields (algorithm, protocol, threads): each bad value fails with
+   * ncclInvalidArgument and names itself, before any CUDA call; every protocol and every
+   * multiple of 32 in 64..KERN_NTHREADS passes these checks (it then fails later, on the
+   * uint8-only rule planted here, which proves the plan checks let it through). */
+  kern_coll_work_t w;
+  memset(&w, 0, sizeof w);
+  w.comm = (kern_comm_t*)(uintptr_t)0x40000; /* never dereferenced by the host */
+  w.coll = KERN_COLL_BROADCAST;
+  w.type = ncclFloat32; /* Broadcast takes bytes: the last check, reached only by valid plans */
+  w.nchannels = 1;
+  w.chunk_bytes = 4096;
+  w.algo = NCCL_ALGO_RING;
+  w.proto = KERN_PROTO_LL;
+  w.nthreads = 256;
+  for (int p = 0; p < KERN_PROTO_NUM; p++) {
+    w.proto = p;
+    for (uint32_t nt = 64; nt <= KERN_NTHREADS; nt += 32) {
+      w.nthreads = nt;
+      CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+      CHECK_CONTAINS(kern_last_error(), "take bytes");
+    }
+  }
+  w.nthreads = 256;
+  w.proto = KERN_PROTO_NUM;
+  CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "proto 3");
+  w.proto = -1;
+  CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "proto -1");
+  w.proto = KERN_PROTO_SIMPLE;
+  w.algo = NCCL_ALGO_TREE;
+  CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "algo 0");
+  w.algo = NCCL_ALGO_RING;
+  const uint32_t bad_threads[] = {0, 32, 48, 65, 100, KERN_NTHREADS + 32, 1024};
+  for (size_t i = 0; i < sizeof bad_threads / sizeof bad_threads[0]; i++) {
+    w.nthreads = bad_threads[i];
+    CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+    char want[64];
+    snprintf(want, sizeof want, "nthreads %u", bad_threads[i]);
+    CHECK_CONTAINS(kern_last_error(), want);
+  }
   return check_finish("kern-boundary");
 }
