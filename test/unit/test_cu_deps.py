@@ -85,8 +85,11 @@ def scratch(src_dir, nvcc, meson, ninja):
 
 # Project headers each .cu of the build must be known to depend on (by file name).
 EXPECTED = {
-    "kern_copy.cu": ["kernels.h", "kern_coll.cuh", "kern_reduce.cuh", "nccl_types.h"],
-    "kern_inst_": ["kernels.h", "kern_coll.cuh", "kern_reduce_copy.cuh", "nccl_types.h"],
+    "kern_copy.cu": ["kernels.h", "kern_coll.cuh", "kern_prims.cuh", "kern_reduce.cuh",
+                     "nccl_types.h"],
+    "kern_inst_": ["kernels.h", "kern_coll.cuh", "kern_prims.cuh", "kern_reduce_copy.cuh",
+                   "nccl_types.h"],
+    "kern_prims_test.cu": ["kern_prims.cuh", "kern_reduce.cuh", "kernels.h", "ref.h"],
     "perf_data.cu": ["perf_data.h", "perf_gen.h", "ref.h"],
     "test_ref_cuda.cu": ["ref.h"],
     "test_transport_kern.cu": ["test_transport_kern.h"],
