@@ -195,8 +195,17 @@ __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) 
   p.finish();
 }
 
+/* Threads per CTA a kernel is built for. LL128 with an operator that needs registers of its own
+ * (avg, premulsum) does not fit 512 threads without spilling; it runs with at most 384. Fewer
+ * threads on one rank than on its peers is safe: every protocol's step sizes and line ownership
+ * are decided per rank from the work, never from the peer's thread count. */
 template <int OP, int TYPE, int PROTO>
-__global__ void __launch_bounds__(KERN_NTHREADS, 1)
+constexpr int coll_max_threads() {
+  return PROTO == KERN_PROTO_LL128 && red<OP, TYPE>::heavy ? 384 : KERN_NTHREADS;
+}
+
+template <int OP, int TYPE, int PROTO>
+__global__ void __launch_bounds__(coll_max_threads<OP, TYPE, PROTO>(), 1)
     kern_coll_kernel(const __grid_constant__ kern_coll_work_t w) {
   const red<OP, TYPE> r(w.scalar_bits, w.scalar_ptr, w.divisor);
   coll_run<PROTO>(r, w);
@@ -216,9 +225,12 @@ cudaError_t coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
       e = cudaFuncGetAttributes(&attr, fns[p]);
     return e;
   }
+  const unsigned maxt[KERN_PROTO_NUM] = {coll_max_threads<OP, TYPE, KERN_PROTO_LL>(),
+                                         coll_max_threads<OP, TYPE, KERN_PROTO_LL128>(),
+                                         coll_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>()};
+  const unsigned nt = w->nthreads < maxt[w->proto] ? w->nthreads : maxt[w->proto];
   void* params[] = {(void*)w};
-  return cudaLaunchKernel(fns[w->proto], dim3(w->nchannels), dim3(w->nthreads), params, 0,
-                          stream);
+  return cudaLaunchKernel(fns[w->proto], dim3(w->nchannels), dim3(nt), params, 0, stream);
 }
 
 } /* namespace kern */

@@ -352,11 +352,11 @@ __device__ __forceinline__ void ll_step_end(prim_state& st, bool recv, bool send
  */
 struct proto_ll {
   static constexpr int id = KERN_PROTO_LL;
-  static constexpr int U = 4; /* lines in flight per thread */
 
   template <class R>
   __device__ __forceinline__ static void step(const R& r, prim_state& st, const step_ops& o,
                                               bool recv, bool send) {
+    constexpr int U = R::heavy ? 2 : 4; /* lines in flight per thread (fewer: no spills) */
     const uint64_t nbytes = o.nelem * sizeof(typename R::B);
     const uint32_t nlines = (uint32_t)((nbytes + 7) / 8);
     const uint32_t nthreads = blockDim.x, tid = threadIdx.x;
@@ -429,11 +429,11 @@ struct proto_ll {
  */
 struct proto_ll128 {
   static constexpr int id = KERN_PROTO_LL128;
-  static constexpr int U = 2; /* groups in flight per warp */
 
   template <class R>
   __device__ __forceinline__ static void step(const R& r, prim_state& st, const step_ops& o,
                                               bool recv, bool send) {
+    constexpr int U = R::heavy ? 1 : 2; /* groups in flight per warp (fewer: no spills) */
     const uint64_t nbytes = o.nelem * sizeof(typename R::B);
     const uint32_t nlines = (uint32_t)((nbytes + KERN_LL128_LINE_DATA - 1) / KERN_LL128_LINE_DATA);
     const uint32_t ngroups = (nlines + 3) / 4;

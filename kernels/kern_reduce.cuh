@@ -26,6 +26,7 @@
 
 #include <type_traits>
 
+#include "kern_internal.h" /* KERN_RC_UNROLL */
 #include "kernels.h"
 
 namespace kern {
@@ -459,6 +460,12 @@ struct red {
                                                : K_ADD;
   static constexpr bool has_pre = OP == KERN_OP_PREMULSUM || (OP == KERN_OP_AVG && T::is_float);
   static constexpr bool has_post = OP == KERN_OP_AVG && !T::is_float;
+  /* The copy loops' unroll factors are lowered where the operator's own work needs registers
+   * (a pre/post-op scalar and its lane-wise arithmetic; fp8 widens every lane to fp16), so that
+   * no kernel spills at KERN_NTHREADS threads (the build fails on a spill). */
+  static constexpr bool heavy = has_pre || has_post;
+  static constexpr bool fp8 = TYPE == ncclFloat8e4m3 || TYPE == ncclFloat8e5m2;
+  static constexpr int rc_unroll = fp8 && heavy ? 2 : KERN_RC_UNROLL;
 
   comp scalar;
   comp one;

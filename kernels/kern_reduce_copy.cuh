@@ -47,7 +47,7 @@ __device__ __forceinline__ void rc_st(P* p, P v) {
 template <bool CHECK, typename P, class R>
 __device__ __forceinline__ void rc_chunk(const R& r, const rc_ptrs& p, uint64_t i0, uint64_t n,
                                          int nsrcs, int ndsts, uint32_t preop_mask, bool postop) {
-  constexpr int U = KERN_RC_UNROLL;
+  constexpr int U = R::rc_unroll;
   P acc[U];
   {
     const P* s = (const P*)p.src[0];
@@ -96,7 +96,7 @@ template <typename P, class R>
 __device__ __forceinline__ void rc_span(const R& r, const rc_ptrs& p, uint64_t n, int nsrcs,
                                         int ndsts, uint32_t preop_mask, bool postop, uint32_t warp,
                                         uint32_t nwarps, uint32_t lane) {
-  constexpr uint64_t per = KERN_RC_UNROLL * 32;
+  constexpr uint64_t per = R::rc_unroll * 32;
   if constexpr (std::is_same_v<P, uint4>) {
     const uint64_t nfull = n / per;
     for (uint64_t c = warp; c < nfull; c += nwarps)
