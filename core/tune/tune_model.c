@@ -31,8 +31,11 @@
  *   SHM: NCCL uses its PCI latencies for shared-memory paths; so do we.
  *   bw_ch: NCCL's per-channel link speeds as its graph search uses them (SM90 NVLink 20.6 GB/s,
  *     PCIe 12 GB/s, a 100 Gb/s NIC 12.5 GB/s); shm through host memory: Choir's estimate, 6 GB/s.
- *   SAME_GPU (ranks sharing one GPU): PROVISIONAL, Choir's estimate for an H100/H200 (a step is a
- *     store to and a poll of the GPU's own memory, no link); to be replaced by measurements.
+ *   SAME_GPU (ranks sharing one GPU): fitted to Choir's own all_reduce on one H100 with 2 and 4
+ *     ranks sharing it (test/device-run.sh proto-sweep, CUDA-graph launches): about 4 us per
+ *     operation for every protocol, per ring step LL 0.8, LL128 0.8, Simple 2.5 us (4 ranks; 2
+ *     ranks measured 1.3/0.9/1.9 us with one channel); per channel at 512 MB about 12 GB/s of
+ *     Simple, 4.5 of LL and 5.5 of LL128 data (the GPU's memory is shared by every rank's CTAs).
  *   cap_ch[LL]: LL's polling receiver moves far less than the link per channel (NCCL caps LL at
  *     llMaxBws for the whole ring, below); over the network the proxy moves LL lines in whole
  *     slots, at most the NIC's rate: 0 there. Choir's estimates. */
@@ -42,16 +45,17 @@ typedef struct tune_link_row {
   float hop_us[NCCL_NUM_PROTOCOLS];
   float bw_ch;
   float cap_ch[NCCL_NUM_PROTOCOLS];
+  float base_us[NCCL_NUM_PROTOCOLS]; /* once per operation; 0: NCCL's ring base (tune_base_us) */
 } tune_link_row_t;
 
 /* clang-format off */
 static const tune_link_row_t tune_link_table[TUNE_LINK_NUM] = {
-  /*                       name        hw              hop_us LL, LL128, Simple  bw_ch  cap_ch LL, LL128, Simple */
-  [TUNE_LINK_NVLINK]   = {"NVLink",   NCCL_HW_NVLINK, {0.6f, 1.9f,  3.4f},     20.6f, {8.0f, 0, 0}},
-  [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0, 0}},
-  [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0, 0}},
-  [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0, 0}},
-  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.6f, 1.4f,  3.0f},     20.0f, {8.0f, 0, 0}},
+  /*                       name        hw              hop_us LL, LL128, Simple  bw_ch  cap_ch LL, LL128, Simple   base_us LL, LL128, Simple */
+  [TUNE_LINK_NVLINK]   = {"NVLink",   NCCL_HW_NVLINK, {0.6f, 1.9f,  3.4f},     20.6f, {8.0f, 0,    0},           {0,    0,    0}},
+  [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0,    0},           {0,    0,    0}},
+  [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0,    0},           {0,    0,    0}},
+  [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0,    0},           {0,    0,    0}},
+  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.8f, 0.8f,  2.5f},     12.0f, {4.5f, 5.5f, 0},           {4.0f, 4.0f, 4.0f}},
 };
 /* clang-format on */
 
@@ -79,11 +83,14 @@ static const int tune_max_threads[NCCL_NUM_PROTOCOLS] = {KERN_NTHREADS, KERN_NTH
                                                          KERN_NTHREADS};
 #define TUNE_MIN_THREADS 64
 
-/* Chunk: each rank's block on a channel is cut into about this many steps, so that the ring
- * pipelines, but no step carries less than the protocol's minimum (a step costs a flag or a
- * fence): LL 512 B (64 lines), LL128 3840 B (32 lines), Simple 16 KiB. */
-#define TUNE_PIPE_STEPS 4
-static const uint32_t tune_min_chunk[NCCL_NUM_PROTOCOLS] = {512, 3840, 16384};
+/* Chunk. AllReduce, AllGather and ReduceScatter: a whole step's capacity (every link of the ring
+ * is busy at every step already; smaller steps only add steps: measured on one H100, LL
+ * all_reduce of 8 KB on 4 ranks took 34 us in 512-byte steps, 11 us in one step each). Broadcast
+ * and Reduce are a chain: each channel's part is cut into about TUNE_PIPE_STEPS steps so that
+ * the chain fills, but no step carries less than the protocol's minimum (a step costs a flag or
+ * a fence): LL 512 B (64 lines), LL128 3840 B (32 lines), Simple 64 KiB. */
+#define TUNE_PIPE_STEPS 8
+static const uint32_t tune_min_chunk[NCCL_NUM_PROTOCOLS] = {512, 3840, 65536};
 
 /* ============================================================================================= */
 
@@ -143,7 +150,11 @@ void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c,
   const tune_link_row_t* ri = &tune_link_table[topo->link_intra];
   const tune_link_row_t* rx = &tune_link_table[multi ? topo->link_inter : topo->link_intra];
   for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+    /* A link's own base, unless a tuner changed NCCL's. */
     m->base_us[p] = (float)c->baseLatencies[NCCL_ALGO_RING][p];
+    if (ri->base_us[p] > 0 &&
+        c->baseLatencies[NCCL_ALGO_RING][p] == def.baseLatencies[NCCL_ALGO_RING][p])
+      m->base_us[p] = ri->base_us[p];
     m->hop_intra_us[p] = tune_hop(topo->link_intra, p, c, &def);
     m->hop_inter_us[p] = tune_hop(multi ? topo->link_inter : topo->link_intra, p, c, &def);
     m->cap_ch[p] = multi ? tune_min_cap(ri->cap_ch[p], rx->cap_ch[p]) : ri->cap_ch[p];
@@ -182,9 +193,18 @@ float tune_model_time(const tune_model_t* m, const tune_topo_t* topo, ncclFunc_t
   if (m->cap_ch[proto] > 0 && bw_ch > m->cap_ch[proto]) bw_ch = m->cap_ch[proto];
   double bw = bw_ch * (nchannels > 0 ? nchannels : 1);
   if (proto == NCCL_PROTO_LL && m->ll_max_bw > 0 && bw > m->ll_max_bw) bw = m->ll_max_bw;
+  /* A ring collective whose block per rank and channel exceeds a step's capacity goes around
+   * the ring several times (tune_model_chunk): every extra round pays every step's latency. */
+  double rounds = 1.0;
+  uint32_t cap = tune_model_capacity(topo, proto);
+  if (cap > 0 && n > 1 && coll != ncclFuncBroadcast && coll != ncclFuncReduce) {
+    double blocks = (double)n * (nchannels > 0 ? nchannels : 1);
+    rounds = ceil((double)nbytes / (blocks * cap));
+    if (rounds < 1.0) rounds = 1.0;
+  }
   double lat = (double)m->base_us[proto] * (num_pipe_ops > 1 ? num_pipe_ops : 1) +
-               (double)(steps - inter) * m->hop_intra_us[proto] +
-               (double)inter * m->hop_inter_us[proto];
+               rounds * ((double)(steps - inter) * m->hop_intra_us[proto] +
+                         (double)inter * m->hop_inter_us[proto]);
   /* GB/s = 1000 bytes per us */
   return (float)(lat + (double)nbytes * factor / (bw * 1000.0));
 }
@@ -218,10 +238,8 @@ uint32_t tune_model_chunk(const tune_topo_t* topo, ncclFunc_t coll, int proto, u
                           int nchannels) {
   uint32_t cap = tune_model_capacity(topo, proto);
   if (cap == 0) return 0;
+  if (coll != ncclFuncBroadcast && coll != ncclFuncReduce) return cap;
   uint64_t blocks = (uint64_t)(nchannels > 0 ? nchannels : 1);
-  if ((coll == ncclFuncAllReduce || coll == ncclFuncAllGather || coll == ncclFuncReduceScatter) &&
-      topo->nranks > 1)
-    blocks *= (uint64_t)topo->nranks;
   uint64_t per_step = (nbytes / blocks + TUNE_PIPE_STEPS - 1) / TUNE_PIPE_STEPS;
   per_step = (per_step + 15) & ~(uint64_t)15;
   if (per_step < tune_min_chunk[proto]) per_step = tune_min_chunk[proto];

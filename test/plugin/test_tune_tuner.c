@@ -59,6 +59,7 @@ static tune_topo_t topo_nvlink(void) {
   t.algo_mask = 1u << NCCL_ALGO_RING;
   return t;
 }
+#define MIB (1ull << 20)
 #define GIB ((uint64_t)1 << 30)
 
 static void env_base(void) {
@@ -352,8 +353,8 @@ static void case_consts_pci_row(void) {
   env_base();
   use_mock(version);
   tune_topo_t topo = topo_nvlink();
-  topo.proto_mask = 5;
-  topo.slot_bytes[NCCL_PROTO_LL128] = 0;
+  topo.proto_mask = 1u << NCCL_PROTO_SIMPLE; /* the estimate is Simple's, before and after */
+  topo.slot_bytes[NCCL_PROTO_LL] = topo.slot_bytes[NCCL_PROTO_LL128] = 0;
   float before[3];
   tune_link_t links[3] = {TUNE_LINK_PCIE, TUNE_LINK_SHM, TUNE_LINK_NVLINK};
   for (int i = 0; i < 3; i++) {
@@ -361,7 +362,7 @@ static void case_consts_pci_row(void) {
     tune_t* t = NULL;
     CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
     if (t == NULL) return;
-    before[i] = tune_estimate_us(t, ncclFuncAllReduce, GIB);
+    before[i] = tune_estimate_us(t, ncclFuncAllReduce, 32 * MIB); /* Simple, one round */
     tune_destroy(t);
   }
   setenv("MOCK_TUNER_PCI_SIMPLE", "105.7", 1);
@@ -370,7 +371,7 @@ static void case_consts_pci_row(void) {
     tune_t* t = NULL;
     CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
     if (t == NULL) return;
-    float after = tune_estimate_us(t, ncclFuncAllReduce, GIB);
+    float after = tune_estimate_us(t, ncclFuncAllReduce, 32 * MIB);
     float want = i < 2 ? before[i] + 600.0f : before[i];
     CHECK_MSG(after > want - 0.5f && after < want + 0.5f, "link %d: %f -> %f, want %f",
               (int)links[i], (double)before[i], (double)after, (double)want);

@@ -142,7 +142,10 @@ static void case_model_shape(void) {
       tune_choice_t small, big;
       CHECK_EQ_INT(tune_choose(t, colls[k], 8, 1, &small), ncclSuccess);
       CHECK_EQ_INT(tune_choose(t, colls[k], (uint64_t)1 << 30, 1, &big), ncclSuccess);
-      CHECK_MSG(small.proto == NCCL_PROTO_LL, "%s %s 8 B: %s", fx[f].name, tune_coll_name(colls[k]),
+      /* Ranks sharing a GPU: LL128 costs what LL does per step there (measured), and moves more. */
+      CHECK_MSG(small.proto == NCCL_PROTO_LL || (fx[f].topo.link_intra == TUNE_LINK_SAME_GPU &&
+                                                 small.proto == NCCL_PROTO_LL128),
+                "%s %s 8 B: %s", fx[f].name, tune_coll_name(colls[k]),
                 tune_proto_name(small.proto));
       CHECK_MSG(big.proto == NCCL_PROTO_SIMPLE, "%s %s 1 GiB: %s", fx[f].name,
                 tune_coll_name(colls[k]), tune_proto_name(big.proto));
@@ -152,14 +155,13 @@ static void case_model_shape(void) {
       CHECK_MSG(big.nchannels == fx[f].topo.ring_nchannels && big.nthreads == KERN_NTHREADS,
                 "%s %s 1 GiB: %d ch %d threads", fx[f].name, tune_coll_name(colls[k]),
                 big.nchannels, big.nthreads);
-      /* 1 GiB takes the full Simple step where each rank's block on a channel is 4 steps or more
-       * of it (16 nodes: 1 GiB / (128 ranks x 16 channels) = 512 KiB blocks, 128 KiB steps). */
-      uint64_t blocks = (uint64_t)fx[f].topo.ring_nchannels *
-                        (colls[k] >= ncclFuncAllGather ? (uint64_t)fx[f].topo.nranks : 1);
+      /* 1 GiB: the ring collectives take the full Simple step; Broadcast and Reduce an eighth of
+       * each channel's part, at most the full step. */
+      uint64_t part = ((uint64_t)1 << 30) / (uint64_t)fx[f].topo.ring_nchannels;
       uint32_t full = fx[f].topo.slot_bytes[NCCL_PROTO_SIMPLE];
-      CHECK_EQ_INT(big.chunk_bytes, ((uint64_t)1 << 30) / blocks >= 4ull * full
+      CHECK_EQ_INT(big.chunk_bytes, colls[k] >= ncclFuncAllGather || part / 8 >= full
                                         ? full
-                                        : ((uint64_t)1 << 30) / blocks / 4);
+                                        : part / 8);
       /* Where LL128 is made (NVLink, the same GPU), AllReduce uses it for some middle sizes. */
       if (colls[k] == ncclFuncAllReduce && (fx[f].topo.proto_mask & (1u << NCCL_PROTO_LL128)))
         CHECK_MSG(seen & (1 << NCCL_PROTO_LL128), "%s AllReduce: LL128 never chosen", fx[f].name);
@@ -250,15 +252,19 @@ static void case_channels_chunk(void) {
   tune_model_channels(&topo, NCCL_PROTO_SIMPLE, 65536, 32, &nc, &nt);
   CHECK_EQ_INT(nc, 1);
   CHECK_EQ_INT(nt, 256);
-  /* Chunk: 1 MiB AllReduce on 8 channels of 4 ranks: 32 KiB blocks in 4 steps of 8 KiB, below
-   * Simple's 16 KiB floor; LL: 8 KiB; LL128: 8 KiB rounded to 16. */
-  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncAllReduce, NCCL_PROTO_SIMPLE, 1 << 20, 8), 16384);
-  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncAllReduce, NCCL_PROTO_LL, 1 << 20, 8), 8192);
-  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncAllReduce, NCCL_PROTO_LL128, 1 << 20, 8), 8192);
+  /* Chunk: a ring collective takes a whole step's capacity, whatever the size: Simple the slot,
+   * LL half its slot, LL128 120 of every 128 bytes. */
+  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncAllReduce, NCCL_PROTO_SIMPLE, 1 << 20, 8),
+               topo.slot_bytes[NCCL_PROTO_SIMPLE]);
+  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncAllReduce, NCCL_PROTO_LL, 1 << 20, 8), 32768);
+  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncAllReduce, NCCL_PROTO_LL128, 1 << 20, 8),
+               kern_proto_step_capacity(NCCL_PROTO_LL128, topo.slot_bytes[NCCL_PROTO_LL128]));
   /* Capped by the protocol's capacity: LL's 64 KiB slot carries 32 KiB of data. */
   CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncAllReduce, NCCL_PROTO_LL, 1u << 30, 8), 32768);
-  /* Broadcast: the whole buffer per channel, no split by ranks. */
-  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncBroadcast, NCCL_PROTO_LL128, 1 << 20, 8), 32768);
+  /* Broadcast: each channel's part in 8 steps (1 MiB / 8 channels / 8), no split by ranks; and
+   * never below the protocol's floor (LL128: 3840 bytes). */
+  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncBroadcast, NCCL_PROTO_LL128, 1 << 20, 8), 16384);
+  CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncBroadcast, NCCL_PROTO_LL128, 4096, 8), 3840);
 }
 
 /* ---- Knobs --------------------------------------------------------------------------------- */
