@@ -412,12 +412,16 @@ ncclResult_t transport_wire_check(int rank, int peer, const transport_wire_hdr_t
     /* The parts of the peer's block this end will point at. */
     bool p2p = mine->kind == KERN_TRANSPORT_P2P;
     if (m->is_send) {
+      /* A protocol that shares the Simple buffer (shm's LL128) spans Simple's slots, not the
+       * slots it asked for. */
+      uint32_t eff[KERN_PROTO_NUM];
+      transport_slots_effective(mine->kind, m->slot_bytes, eff);
       for (int q = 0; q < KERN_PROTO_NUM; q++) {
-        if (m->slot_bytes[q] == 0) continue;
+        if (eff[q] == 0) continue;
         char what[32];
         snprintf(what, sizeof(what), "%s buffer", transport_proto_name(q));
-        CHECK(check_part(peer, theirs, p->off_buff[q], (uint64_t)KERN_NSLOTS * m->slot_bytes[q],
-                         16, what, m->id));
+        CHECK(check_part(peer, theirs, p->off_buff[q], (uint64_t)KERN_NSLOTS * eff[q], 16, what,
+                         m->id));
       }
       CHECK(check_part(peer, theirs, p->off_tail, 8, 8, "tail", m->id));
       if (!p2p) CHECK(check_part(peer, theirs, p->off_head, 8, 8, "head", m->id));

@@ -513,6 +513,20 @@ static ncclResult_t wire_check_from(const wire_pair_t* w, int r, int* match) {
   return transport_wire_check(r, 1 - r, &w->h[r], w->c[r], &w->h[1 - r], w->c[1 - r], match);
 }
 
+/* shm's LL128 lives in the Simple buffer: a sender checks it against Simple's slots, not the
+ * larger slots it asked for (NCCL's default LL128 slot, 614400, exceeds Simple's 524288: every
+ * ring connection over shm failed with "garbled message" before). */
+static void case_wire_shm_ll128(void) {
+  wire_pair_t w;
+  int match[3];
+  wire_pair(&w, KERN_TRANSPORT_SHM);
+  for (int r = 0; r < 2; r++) {
+    for (int i = 0; i < 3; i++) w.c[r][i].slot_bytes[KERN_PROTO_LL128] = 8192;
+    w.h[r].block_bytes = transport_wire_layout(KERN_TRANSPORT_SHM, w.c[r], 3);
+  }
+  for (int r = 0; r < 2; r++) CHECK_EQ_INT(wire_check_from(&w, r, match), ncclSuccess);
+}
+
 static void case_wire(void) {
   wire_pair_t w;
   int match[3];
@@ -1585,7 +1599,11 @@ static const struct {
   case_t cases[12];
 } groups[] = {
     {"rules", {{"rule", case_rule}, {"kind", case_kind}}},
-    {"wire", {{"layout", case_layout}, {"layout-protos", case_layout_protos}, {"wire", case_wire}}},
+    {"wire",
+     {{"layout", case_layout},
+      {"layout-protos", case_layout_protos},
+      {"wire", case_wire},
+      {"wire-shm-ll128", case_wire_shm_ll128}}},
     {"shm", {{"segments", case_shm_segments}}},
     {"threads",
      {{"p2p-2", case_threads_p2p_2},
