@@ -361,8 +361,13 @@ struct proto_ll {
     const uint32_t nlines = (uint32_t)((nbytes + 7) / 8);
     const uint32_t nthreads = blockDim.x, tid = threadIdx.x;
     const bool warp_has_lines = (tid & ~31u) < nlines;
-    if (send && warp_has_lines) warp_wait_send(st);
-    if (recv && st.c->rsync && warp_has_lines) warp_wait_tail(st);
+    /* On a tail-synchronized end a step without lines still moves the counters the proxy reads
+     * (sizes[slot], tail, head): warp 0 waits for the slot and for tail as for any step, or a
+     * sender would overwrite a size the proxy has not read yet and a receiver would publish head
+     * past what arrived (LL over the network hung on all_reduce of 1..7 bytes without this). */
+    const bool warp0 = tid < 32;
+    if (send && (warp_has_lines || (st.c->ssync && warp0))) warp_wait_send(st);
+    if (recv && st.c->rsync && (warp_has_lines || warp0)) warp_wait_tail(st);
     const char* rslot = st.c->rbuf + (st.rstep % KERN_NSLOTS) * st.c->rslot;
     char* sslot = st.c->sbuf + (st.sstep % KERN_NSLOTS) * st.c->sslot;
     const uint32_t rflag = (uint32_t)(st.rstep + 1), sflag = (uint32_t)(st.sstep + 1);
@@ -440,8 +445,9 @@ struct proto_ll128 {
     const uint32_t warp = threadIdx.x / 32, nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
     const uint32_t part = lane % 8, sub = lane / 8;
     const bool flag_lane = part == 7;
-    if (send && warp < ngroups) warp_wait_send(st);
-    if (recv && st.c->rsync && warp < ngroups) warp_wait_tail(st);
+    /* A step without lines on a tail-synchronized end: warp 0 still waits (see proto_ll). */
+    if (send && (warp < ngroups || (st.c->ssync && warp == 0))) warp_wait_send(st);
+    if (recv && st.c->rsync && (warp < ngroups || warp == 0)) warp_wait_tail(st);
     const char* rslot = st.c->rbuf + (st.rstep % KERN_NSLOTS) * st.c->rslot;
     char* sslot = st.c->sbuf + (st.sstep % KERN_NSLOTS) * st.c->sslot;
     const uint64_t rflag = st.rstep + 1, sflag = st.sstep + 1;
