@@ -97,19 +97,25 @@ void tune_destroy(tune_t* t) {
   free(t);
 }
 
-/* The model's table for coll: with the knobs' exclusions when `knobs`, else only what is built. */
+/* The model's table for coll: every entry that is built and has buffers. */
 static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
-                       bool knobs, tune_table_t table) {
+                       tune_table_t table) {
   for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++) {
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
       table[a][p] = (float)NCCL_ALGO_PROTO_IGNORE;
       if (!(t->algo_usable & (1u << a)) || !(t->proto_usable & (1u << p))) continue;
-      if (knobs && (!(t->algo.allow[coll] & (1u << a)) || !(t->proto.allow[coll] & (1u << p))))
-        continue;
       table[a][p] = tune_model_time(&t->model, &t->topo, coll, p, nbytes, t->topo.ring_nchannels,
                                     num_pipe_ops);
     }
   }
+}
+
+/* Marks the entries NCCL_ALGO / NCCL_PROTO exclude for coll unusable. */
+static void tune_table_knobs(const tune_t* t, ncclFunc_t coll, tune_table_t table) {
+  for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+    for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+      if (!(t->algo.allow[coll] & (1u << a)) || !(t->proto.allow[coll] & (1u << p)))
+        table[a][p] = (float)NCCL_ALGO_PROTO_IGNORE;
 }
 
 /* The cheapest usable entry (first in order on a tie); false when none is. */
@@ -181,9 +187,9 @@ ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pi
   tune_why_t w;
   memset(&w, 0, sizeof(w));
   tune_table_t table;
-  tune_table(t, coll, nbytes, num_pipe_ops, false, table);
+  tune_table(t, coll, nbytes, num_pipe_ops, table);
   tune_pick(table, &w.model_algo, &w.model_proto);
-  tune_table(t, coll, nbytes, num_pipe_ops, true, table);
+  tune_table_knobs(t, coll, table);
   if (!tune_pick(table, &w.knob_algo, &w.knob_proto)) {
     WARN("tune_choose: nothing usable for %s (NCCL_ALGO %s, NCCL_PROTO %s)", tune_coll_name(coll),
          t->algo.value, t->proto.value);
@@ -233,7 +239,8 @@ ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pi
 float tune_estimate_us(const tune_t* t, ncclFunc_t coll, uint64_t nbytes) {
   if ((int)coll >= 0 && coll < TUNE_NUM_COLLS) {
     tune_table_t table;
-    tune_table(t, coll, nbytes, 1, true, table);
+    tune_table(t, coll, nbytes, 1, table);
+    tune_table_knobs(t, coll, table);
     int a, p;
     if (tune_pick(table, &a, &p)) return table[a][p];
     return tune_model_time(&t->model, &t->topo, coll, NCCL_PROTO_SIMPLE, nbytes,
