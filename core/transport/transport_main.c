@@ -288,13 +288,14 @@ void transport_conn_buffers(kern_conn_t* c, kern_transport_t kind,
                             const transport_wire_conn_t* host, char* base) {
   uint32_t slot[KERN_PROTO_NUM];
   transport_slots_effective(kind, host->slot_bytes, slot);
-  const uint32_t shared = transport_shared_protos(kind);
-  c->tail_sync = 0;
+  uint32_t made = 0;
   for (int p = 0; p < KERN_PROTO_NUM; p++) {
     c->slot_bytes[p] = slot[p];
     c->buff[p] = slot[p] != 0 ? base + host->off_buff[p] : NULL;
-    if (slot[p] != 0 && p != KERN_PROTO_SIMPLE && (shared >> p & 1u)) c->tail_sync |= 1u << p;
+    if (slot[p] != 0) made |= 1u << p;
   }
+  /* The protocols in the SIMPLE buffer synchronize by tail, as SIMPLE does. */
+  c->tail_sync = made & transport_shared_protos(kind);
 }
 
 uint64_t transport_wire_layout(kern_transport_t kind, transport_wire_conn_t* conns, int n) {
@@ -310,7 +311,7 @@ uint64_t transport_wire_layout(kern_transport_t kind, transport_wire_conn_t* con
     for (int k = 0; k < KERN_PROTO_NUM; k++) {
       const int p = order[k];
       if (c->slot_bytes[p] == 0) continue;
-      if (p != KERN_PROTO_SIMPLE && (shared >> p & 1u)) {
+      if (shared >> p & 1u) {
         c->off_buff[p] = c->off_buff[KERN_PROTO_SIMPLE];
         continue;
       }
