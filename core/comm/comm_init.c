@@ -118,6 +118,25 @@ static int comm_p2p_policy(void* ctx, int peer, int* use_read_p) {
   return allowed;
 }
 
+/* The hosts the ranks span, numbered by their first rank from the all-gathered host hashes (so
+ * alike on every rank): returns how many; gr[r].node when gr is not NULL; *most_p (when not
+ * NULL) the most ranks on one host. */
+static int comm_hosts(const comm_peer_info_t* peers, int n, graph_rank_info_t* gr, int* most_p) {
+  int nnodes = 0, most = 0;
+  for (int r = 0; r < n; r++) {
+    int q = 0;
+    while (q < r && peers[q].host_hash != peers[r].host_hash) q++;
+    if (gr != NULL) gr[r].node = q < r ? gr[q].node : nnodes;
+    if (q < r) continue;
+    nnodes++;
+    int here = 0;
+    for (int k = r; k < n; k++) here += peers[k].host_hash == peers[r].host_hash;
+    if (here > most) most = here;
+  }
+  if (most_p != NULL) *most_p = most;
+  return nnodes;
+}
+
 /* Ranks on several hosts: every rank models its own host with the network's devices in it,
  * searches it (graph_search_node), and the per-host results, all-gathered, are combined into
  * the same rings everywhere (graph_combine). Nodes are numbered by their first rank. Every rank
@@ -139,11 +158,7 @@ static ncclResult_t comm_topology_hosts(ncclComm_t comm, const comm_peer_info_t*
   if (res != ncclSuccess) goto out;
   /* Every rank numbers the nodes alike from the all-gathered host hashes; only the GPUs'
    * places in their hosts' models need exchanging. */
-  for (int r = 0; r < n; r++) {
-    int q = 0;
-    while (q < r && peers[q].host_hash != peers[r].host_hash) q++;
-    gr[r].node = q < r ? gr[q].node : nnodes++;
-  }
+  nnodes = comm_hosts(peers, n, gr, NULL);
   const int me = comm->rank;
   const int my_node = gr[me].node;
   for (int r = 0; r < n; r++)
@@ -315,26 +330,6 @@ static ncclResult_t comm_gpu_sharing(ncclComm_t comm, const comm_peer_info_t* pe
   return ncclSuccess;
 }
 
-/* Hosts the ranks span, and the most ranks on one host (from the all-gathered peers). */
-static int comm_nnodes(const comm_peer_info_t* peers, int n) {
-  int nodes = 0;
-  for (int r = 0; r < n; r++) {
-    int q = 0;
-    while (q < r && peers[q].host_hash != peers[r].host_hash) q++;
-    nodes += q == r;
-  }
-  return nodes;
-}
-static int comm_local_ranks(const comm_peer_info_t* peers, int n) {
-  int most = 0;
-  for (int r = 0; r < n; r++) {
-    int here = 0;
-    for (int q = 0; q < n; q++) here += peers[q].host_hash == peers[r].host_hash;
-    if (here > most) most = here;
-  }
-  return most;
-}
-
 ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
   pthread_once(&comm_banner_once, comm_banner);
   comm->bootstrap = bs;
@@ -382,6 +377,8 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
   /* The channel limits, once: the graph and the data path apply these and nothing else. */
   graph_limits_t lim;
   graph_limits_make(comm->config.min_ctas, comm->config.max_ctas, comm->cta_cap, &lim);
+  int local_ranks = 0;
+  const int nnodes = comm_hosts(peers, comm->nranks, NULL, &local_ranks);
   graph_t* graph = NULL;
   res = comm_topology(comm, peers, &lim, &graph);
   enq_comm_args_t dargs = {.bs = bs, .rank = comm->rank, .nranks = comm->nranks,
@@ -401,8 +398,8 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
                            .graph_type_intra = graph ? graph->type_intra : -1,
                            .graph_bw_intra = graph ? graph->bw_intra : 0.0f,
                            .graph_bw_inter = graph ? graph->bw_inter : 0.0f,
-                           .nnodes = comm_nnodes(peers, comm->nranks),
-                           .local_ranks = comm_local_ranks(peers, comm->nranks)};
+                           .nnodes = nnodes,
+                           .local_ranks = local_ranks};
   if (res == ncclSuccess) res = enqueue_comm_create(&dargs, &comm->dp);
   graph_free(graph);
   free(tpeers);
