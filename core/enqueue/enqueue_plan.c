@@ -99,6 +99,18 @@ static ncclResult_t enq_stream_leave(enq_comm_t* dp, cudaStream_t s, int capturi
 
 /* ---- Collectives -------------------------------------------------------------------------- */
 
+/* The ncclFunc_t of an operation (ENQ_BROADCAST..ENQ_ALLREDUCE have its values). */
+static ncclFunc_t enq_func(const enq_op_t* op) {
+  switch (op->kind) {
+    case ENQ_SEND: return ncclFuncSend;
+    case ENQ_RECV: return ncclFuncRecv;
+    case ENQ_ALLTOALL: return ncclFuncAlltoAll;
+    case ENQ_GATHER: return ncclFuncGather;
+    case ENQ_SCATTER: return ncclFuncScatter;
+    default: return (ncclFunc_t)op->kind;
+  }
+}
+
 uint64_t enqueue_plan_nbytes(const enq_op_t* op, int nranks) {
   const uint64_t bytes = (uint64_t)op->count * kern_type_size(op->type);
   switch (op->kind) {
@@ -112,11 +124,9 @@ uint64_t enqueue_plan_nbytes(const enq_op_t* op, int nranks) {
 ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int num_pipe_ops,
                                const uint32_t ring_slot_bytes[KERN_PROTO_NUM], int ring_nchannels,
                                enq_plan_t* plan_p) {
-  /* ENQ_BROADCAST..ENQ_ALLREDUCE have ncclFunc_t's values. */
-  const ncclFunc_t func = (ncclFunc_t)op->kind;
   tune_choice_t ch;
   memset(&ch, 0, sizeof(ch));
-  CHECK(tune_choose(t, func, enqueue_plan_nbytes(op, nranks), num_pipe_ops, &ch));
+  CHECK(tune_choose(t, enq_func(op), enqueue_plan_nbytes(op, nranks), num_pipe_ops, &ch));
   if (ch.algo != NCCL_ALGO_RING || ch.proto < 0 || ch.proto >= KERN_PROTO_NUM ||
       ring_slot_bytes[ch.proto] == 0 || ch.nchannels < 1 || ch.nchannels > ring_nchannels ||
       ch.nthreads < 64 || ch.nthreads > KERN_NTHREADS || ch.nthreads % 32 != 0 ||
@@ -542,19 +552,6 @@ out:
   return res;
 }
 
-/* ncclFunc_t of an operation and the bytes it moves, as tune_estimate_us takes them: for sends
- * and receives (and AlltoAll, Gather, Scatter) what this rank sends. */
-static ncclFunc_t enq_func(const enq_op_t* op) {
-  switch (op->kind) {
-    case ENQ_SEND: return ncclFuncSend;
-    case ENQ_RECV: return ncclFuncRecv;
-    case ENQ_ALLTOALL: return ncclFuncAlltoAll;
-    case ENQ_GATHER: return ncclFuncGather;
-    case ENQ_SCATTER: return ncclFuncScatter;
-    default: return (ncclFunc_t)op->kind;
-  }
-}
-
 ncclResult_t enqueue_plan_estimate(enq_comm_t* dp, float* us_p) {
   *us_p = 0.0f;
   int any = 0;
@@ -566,6 +563,7 @@ ncclResult_t enqueue_plan_estimate(enq_comm_t* dp, float* us_p) {
   for (int i = 0; i < dp->nops; i++) {
     const enq_op_t* op = &dp->ops[i];
     if (op->count == 0) continue;
+    /* For sends and receives (AlltoAll, Gather, Scatter too): what this rank sends. */
     uint64_t bytes = enqueue_plan_nbytes(op, dp->nranks);
     if (op->kind == ENQ_SCATTER && op->root == dp->rank) bytes *= (uint64_t)dp->nranks;
     sum += tune_estimate_us(t, enq_func(op), bytes);
