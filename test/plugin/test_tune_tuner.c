@@ -85,6 +85,14 @@ static mock_tuner_state_t* use_mock(int v) {
   return s;
 }
 
+/* tune_create on the NVLink fixture with the mock the case set up; NULL after a failed check. */
+static tune_t* tune_nvlink(void) {
+  tune_topo_t topo = topo_nvlink();
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  return t;
+}
+
 static void choose(tune_t* t, ncclFunc_t coll, uint64_t n, tune_choice_t* c) {
   memset(c, 0, sizeof(*c));
   CHECK_EQ_INT(tune_choose(t, coll, n, 1, c), ncclSuccess);
@@ -150,9 +158,7 @@ static void case_force_protocols(void) {
   env_base();
   mock_tuner_state_t* s = use_mock(version);
   setenv("MOCK_TUNER_FORCE", version == 2 ? "ring,ll128,-" : "-,ll128,-", 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   for (uint64_t n = 8; n <= GIB; n *= 32) {
@@ -171,9 +177,7 @@ static void case_force_simple_small(void) {
   env_base();
   use_mock(version);
   setenv("MOCK_TUNER_FORCE", "ring,simple,-", 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   choose(t, ncclFuncBroadcast, 8, &c);
@@ -186,9 +190,7 @@ static void case_force_channels(void) {
   env_base();
   use_mock(version);
   setenv("MOCK_TUNER_FORCE", "-,-,7", 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   choose(t, ncclFuncReduceScatter, GIB, &c);
@@ -204,9 +206,7 @@ static void case_force_channels_clamped(void) {
   env_base();
   use_mock(version);
   setenv("MOCK_TUNER_FORCE", "-,-,500", 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   choose(t, ncclFuncAllReduce, GIB, &c);
@@ -220,9 +220,7 @@ static void case_force_unusable(void) {
   env_base();
   use_mock(version);
   setenv("MOCK_TUNER_FORCE", "tree,simple,-", 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   choose(t, ncclFuncAllReduce, 8, &c);
@@ -261,9 +259,7 @@ static void case_coll_fails(void) {
   env_base();
   use_mock(version);
   setenv("MOCK_TUNER_COLL_FAIL", "1", 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   err_clear_last();
@@ -298,9 +294,7 @@ static void case_forbid_all(void) {
   env_base();
   use_mock(version);
   setenv("MOCK_TUNER_FORCE", "none", 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   choose(t, ncclFuncAllReduce, 8, &c);
@@ -315,9 +309,7 @@ static void case_v2_half_answer(void) {
   env_base();
   use_mock(2);
   setenv("MOCK_TUNER_FORCE", "-,ll128,-", 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   choose(t, ncclFuncAllReduce, GIB, &c);
@@ -336,9 +328,7 @@ static void case_consts_changed(void) {
   env_base();
   use_mock(version);
   setenv("MOCK_TUNER_BASE_LL", "1000", 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   choose(t, ncclFuncAllReduce, 8, &c);
@@ -386,9 +376,7 @@ static void chunk_case(const char* value, uint32_t want) {
   mock_tuner_state_t* s = use_mock(6);
   setenv("MOCK_TUNER_CHUNK", value, 1);
   setenv("MOCK_TUNER_FORCE", "ring,simple,5", 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   choose(t, ncclFuncAllReduce, GIB, &c);
@@ -413,9 +401,7 @@ static void case_chunk_not_asked(void) {
   env_base();
   mock_tuner_state_t* s = use_mock(5);
   setenv("MOCK_TUNER_CHUNK", "4096", 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   choose(t, ncclFuncAllReduce, GIB, &c);
@@ -511,9 +497,7 @@ static void case_tuner_default_rule(void) {
   fclose(f);
   setenv("NCCL_TUNER_PLUGIN", default_lib, 1);
   setenv("NCCL_TUNER_CONFIG_FILE", conf, 1);
-  tune_topo_t topo = topo_nvlink();
-  tune_t* t = NULL;
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  tune_t* t = tune_nvlink();
   if (t == NULL) return;
   tune_choice_t c;
   choose(t, ncclFuncAllReduce, GIB, &c);
