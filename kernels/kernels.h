@@ -111,6 +111,7 @@ const char* kern_subset(void);
 const char* kern_op_name(kern_op_t op);
 const char* kern_type_name(ncclDataType_t type);
 
+
 /* Size in bytes of one element of type, 0 for an invalid type. */
 size_t kern_type_size(ncclDataType_t type);
 
@@ -161,6 +162,15 @@ typedef enum {
 #define KERN_LL_LINE_BYTES 16
 #define KERN_LL128_LINE_BYTES 128
 #define KERN_LL128_LINE_DATA 120
+
+/* A protocol's name as NCCL spells it ("LL", "LL128", "Simple"); "?" for another value. Inline:
+ * modules that use only this header (the transport) need no kernel library. */
+static inline const char* kern_proto_name(int proto) {
+  return proto == KERN_PROTO_LL      ? "LL"
+         : proto == KERN_PROTO_LL128 ? "LL128"
+         : proto == KERN_PROTO_SIMPLE ? "Simple"
+                                      : "?";
+}
 
 /* Data bytes one step of protocol `proto` moves at most through a slot of slot_bytes bytes, a
  * multiple of 16 (0 when the slot cannot hold one unit). Host and device use it alike: a step

@@ -188,7 +188,7 @@ static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op, const en
   TRACE(NCCL_COLL, "rank %d: coll %d count %zu type %d op %d root %d: %s, %d channels x %d "
         "threads, %u-byte chunks",
         dp->rank, (int)op->kind, op->count, (int)op->type, (int)op->op, op->root,
-        transport_proto_name(w.proto), w.nchannels, (int)w.nthreads, w.chunk_bytes);
+        kern_proto_name(w.proto), w.nchannels, (int)w.nthreads, w.chunk_bytes);
   return enq_stream_leave(dp, op->stream, capturing);
 }
 

@@ -78,8 +78,6 @@ typedef struct transport_req {
  *   net  LL and LL128 (the proxy moves whole slots; sizes[] carries the line bytes).
  */
 uint32_t transport_shared_protos(kern_transport_t kind);
-/* "LL", "LL128", "Simple" (NCCL's spelling); "?" for another value. */
-const char* transport_proto_name(int proto);
 
 /*
  * Connect a set of connection ends. For every request (peer, is_send, id) here, the peer must

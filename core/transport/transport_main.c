@@ -262,13 +262,6 @@ kern_transport_t transport_kind(transport_t* t, int peer) {
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-const char* transport_proto_name(int proto) {
-  return proto == KERN_PROTO_LL      ? "LL"
-         : proto == KERN_PROTO_LL128 ? "LL128"
-         : proto == KERN_PROTO_SIMPLE ? "Simple"
-                                      : "?";
-}
-
 uint32_t transport_shared_protos(kern_transport_t kind) {
   switch (kind) {
     case KERN_TRANSPORT_SHM: return 1u << KERN_PROTO_LL128;
@@ -403,7 +396,7 @@ ncclResult_t transport_wire_check(int rank, int peer, const transport_wire_hdr_t
       if (p->slot_bytes[q] == m->slot_bytes[q]) continue;
       WARN("transport: connection %d between rank %d and rank %d: %s slot_bytes %u on rank %d, "
            "%u on rank %d (both ends must agree; 0 means the protocol is not made)",
-           m->id, rank, peer, transport_proto_name(q), m->slot_bytes[q], rank, p->slot_bytes[q],
+           m->id, rank, peer, kern_proto_name(q), m->slot_bytes[q], rank, p->slot_bytes[q],
            peer);
       return ncclInternalError;
     }
@@ -420,7 +413,7 @@ ncclResult_t transport_wire_check(int rank, int peer, const transport_wire_hdr_t
       for (int q = 0; q < KERN_PROTO_NUM; q++) {
         if (eff[q] == 0) continue;
         char what[32];
-        snprintf(what, sizeof(what), "%s buffer", transport_proto_name(q));
+        snprintf(what, sizeof(what), "%s buffer", kern_proto_name(q));
         CHECK(check_part(peer, theirs, p->off_buff[q], (uint64_t)KERN_NSLOTS * eff[q], 16, what,
                          m->id));
       }

@@ -55,7 +55,6 @@ enum prim_id {
 static const char* const prim_names[P_NUM] = {"send",         "recv",           "recvReduceSend",
                                               "recvReduceCopySend", "recvCopySend",
                                               "recvReduceCopy", "copySend",     "localCopy"};
-static const char* const proto_names[KERN_PROTO_NUM] = {"LL", "LL128", "Simple"};
 
 __host__ __device__ static inline bool prim_recvs(int p) {
   return p == P_RECV || p == P_RECV_REDUCE_SEND || p == P_RECV_REDUCE_COPY_SEND ||
@@ -366,7 +365,7 @@ static void run_case(conn_set* s, const combo* cb, int proto, int prim, size_t c
   const int inplace = lay == L_INPLACE && prim_reads_b(prim) && prim_writes_d(prim);
   char ctx[256];
   snprintf(ctx, sizeof ctx, "%s %s/%s %s %s count=%zu %s nthreads=%u chunk=%u", s->name,
-           ref_op_name(op), ref_type_name(t), proto_names[proto], prim_names[prim], count,
+           ref_op_name(op), ref_type_name(t), kern_proto_name(proto), prim_names[prim], count,
            layout_names[lay], nthreads, chunk);
 
   /* Inputs (regenerated per case: an in-place case overwrites B), output guards. */
@@ -484,7 +483,7 @@ static void run_abort(const combo* cb, int proto) {
     if (q != cudaSuccess) {
       failures++;
       printf("FAIL abort %s %s: the kernel did not end after the abort flag was set (%s)\n",
-             proto_names[proto], prim_names[prim], cudaGetErrorString(q));
+             kern_proto_name(proto), prim_names[prim], cudaGetErrorString(q));
       printf("kern-prims: stopping: a hung kernel keeps the GPU\n");
       exit(1);
     }

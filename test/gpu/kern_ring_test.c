@@ -34,7 +34,6 @@
 #define NCH 2
 #define BUF_BYTES ((size_t)MAX_RANKS * 20000 * 8 + 4096)
 static const uint32_t slot_bytes[KERN_PROTO_NUM] = {16384, 30720, 32768}; /* LL, LL128, Simple */
-static const char* const proto_names[KERN_PROTO_NUM] = {"LL", "LL128", "Simple"};
 static const char* const coll_names[KERN_COLL_NUM] = {"Broadcast", "Reduce", "AllGather",
                                                       "ReduceScatter", "AllReduce"};
 
@@ -176,7 +175,7 @@ static void run_case(struct world* w, int coll, int proto, int op, int t, size_t
   const size_t in_elems = rs ? n * count : count, out_elems = ag ? n * count : count;
   char ctx[200];
   snprintf(ctx, sizeof ctx, "%s %s %s/%s n=%d count=%zu %s nthreads=%u chunk=%u root=%d",
-           coll_names[coll], proto_names[proto], ref_op_name(op), ref_type_name(t), n, count,
+           coll_names[coll], kern_proto_name(proto), ref_op_name(op), ref_type_name(t), n, count,
            inplace ? "in-place" : "out-of-place", nthreads, chunk, root);
   kern_coll_work_t works[MAX_RANKS];
   for (int r = 0; r < n; r++) {
@@ -320,7 +319,7 @@ int main(int argc, char** argv) {
   if (bench && failures == 0) {
     struct world* w = &worlds[2];
     for (int proto = 0; proto < KERN_PROTO_NUM; proto++) {
-      printf("bench %s all_reduce 2 ranks, 1 channel:", proto_names[proto]);
+      printf("bench %s all_reduce 2 ranks, 1 channel:", kern_proto_name(proto));
       for (size_t bytes = 8; bytes <= 65536; bytes *= 8)
         printf(" %zuB %.1fus", bytes, bench_one(w, proto, bytes / 4, 65536, 2000));
       /* Rounds of 3 steps (send, recvReduceCopySend, recv) of 64 bytes: 1 round vs 64. */

@@ -133,15 +133,15 @@ static void plan_fixture(const fixture_t* f) {
             CHECK_TRUE(p.chunk_bytes >= 16 && p.chunk_bytes % 16 == 0);
             CHECK_MSG(p.chunk_bytes <= kern_proto_step_capacity(p.proto, tp.slot_bytes[p.proto]),
                       "%s: chunk %u above the %s capacity of a %u-byte slot", f->name,
-                      p.chunk_bytes, transport_proto_name(p.proto), tp.slot_bytes[p.proto]);
+                      p.chunk_bytes, kern_proto_name(p.proto), tp.slot_bytes[p.proto]);
             CHECK_TRUE(p.time_us > 0.0f);
           } else {
             CHECK_MSG(memcmp(&p, &p0, sizeof(p)) == 0,
                       "%s: coll %d of %llu bytes (group of %d): rank %d plans %s/%d ch/%d thr/"
                       "%u, rank 0 %s/%d ch/%d thr/%u",
                       f->name, kind, (unsigned long long)bytes, npipe, r,
-                      transport_proto_name(p.proto), p.nchannels, p.nthreads, p.chunk_bytes,
-                      transport_proto_name(p0.proto), p0.nchannels, p0.nthreads, p0.chunk_bytes);
+                      kern_proto_name(p.proto), p.nchannels, p.nthreads, p.chunk_bytes,
+                      kern_proto_name(p0.proto), p0.nchannels, p0.nthreads, p0.chunk_bytes);
           }
         }
       }

@@ -476,9 +476,9 @@ static void case_layout_protos(void) {
   req[KERN_PROTO_LL] = 0;
   transport_slots_effective(KERN_TRANSPORT_NET, req, eff);
   CHECK_TRUE(eff[KERN_PROTO_LL] == 0 && eff[KERN_PROTO_LL128] == simple);
-  CHECK_EQ_STR(transport_proto_name(KERN_PROTO_LL), "LL");
-  CHECK_EQ_STR(transport_proto_name(KERN_PROTO_LL128), "LL128");
-  CHECK_EQ_STR(transport_proto_name(KERN_PROTO_SIMPLE), "Simple");
+  CHECK_EQ_STR(kern_proto_name(KERN_PROTO_LL), "LL");
+  CHECK_EQ_STR(kern_proto_name(KERN_PROTO_LL128), "LL128");
+  CHECK_EQ_STR(kern_proto_name(KERN_PROTO_SIMPLE), "Simple");
 }
 
 /* A matching pair of messages: rank 0 sends ids 0,1 and receives id 0 from rank 1. */
