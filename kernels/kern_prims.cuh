@@ -179,6 +179,7 @@ struct prim_conns {
   uint32_t* ssizes;
   uint64_t step_bytes; /* data bytes per step at most (every rank computes the same) */
   const volatile uint32_t* abort_flag;
+  uint64_t shead0; /* LL, LL128: the send end's head read at construction (a lower bound) */
   uint32_t rslot, sslot;
   bool has_recv, has_send;
   bool rsync, ssync; /* the protocol synchronizes by tail on this end (kern_conn_t.tail_sync) */
@@ -346,9 +347,12 @@ __device__ __forceinline__ void ll_step_end(prim_state& st, bool recv, bool send
  *   sender:   each warp with lines waits for room (warp_wait_send), then each thread writes its
  *             lines, data and flag in one 16-byte volatile store. No fence, no tail, unless the
  *             end is tail-synchronized (ll_step_end).
- *   receiver: each thread polls its lines with 16-byte volatile loads until both flags are the
- *             step's (tail-synchronized end: its warp waits for tail first, flags unchecked);
- *             head as ll_step_end says.
+ *   receiver: each thread loads its input first (a step with a source: the load's latency
+ *             hides in the wait), then polls its lines with 16-byte volatile loads until both
+ *             flags are the step's (tail-synchronized end: its warp waits for tail first, flags
+ *             unchecked); head as ll_step_end says.
+ * Every sender reads its head once when prims is made (a lower bound: head only grows), so the
+ * first step of a launch does not wait a round trip for it.
  */
 struct proto_ll {
   static constexpr int id = KERN_PROTO_LL;
@@ -373,8 +377,17 @@ struct proto_ll {
     const uint32_t rflag = (uint32_t)(st.rstep + 1), sflag = (uint32_t)(st.sstep + 1);
     for (uint32_t l0 = tid; l0 < nlines && !st.aborted; l0 += U * nthreads) {
       uint4 line[U];
+      uint2 in[U]; /* this rank's input: loaded before the wait, so its latency hides in it */
 #pragma unroll
-      for (int u = 0; u < U; u++) line[u] = make_uint4(0, 0, 0, 0);
+      for (int u = 0; u < U; u++) {
+        line[u] = make_uint4(0, 0, 0, 0);
+        in[u] = make_uint2(0, 0);
+        const uint32_t l = l0 + u * nthreads;
+        if (o.src && l < nlines) {
+          const uint64_t off = (uint64_t)l * 8;
+          in[u] = user_load<uint2>(o.src + off, nbytes - off < 8 ? (uint32_t)(nbytes - off) : 8u);
+        }
+      }
       if (recv) {
 #pragma unroll
         for (int u = 0; u < U; u++)
@@ -405,7 +418,7 @@ struct proto_ll {
         const uint32_t valid = nbytes - off < 8 ? (uint32_t)(nbytes - off) : 8u;
         uint2 v = make_uint2(line[u].x, line[u].z);
         if (o.src) {
-          const uint2 s = r.pre(user_load<uint2>(o.src + off, valid), true);
+          const uint2 s = r.pre(in[u], true);
           v = recv ? r.reduce(v, s) : s;
         }
         if (o.post == POST_APPLY) v = r.post(v);
@@ -557,6 +570,7 @@ class prims {
       sh.ssizes = nullptr;
       sh.rslot = sh.sslot = 0;
       sh.rsync = sh.ssync = false;
+      sh.shead0 = 0;
       uint32_t slot = 0;
       if (recv_conn) {
         sh.rbuf = recv_conn->buff[PROTO];
@@ -573,6 +587,9 @@ class prims {
         sh.ssizes = send_conn->sizes;
         sh.sslot = send_conn->slot_bytes[PROTO];
         sh.ssync = PROTO != KERN_PROTO_SIMPLE && ((send_conn->tail_sync >> PROTO) & 1u);
+        /* LL and LL128 senders wait on head at their first step: read it now, with the other
+         * fields, instead of one more round trip then (head only grows: a lower bound). */
+        if (PROTO != KERN_PROTO_SIMPLE) sh.shead0 = ld_acquire_sys(send_conn->head);
         slot = slot == 0 || sh.sslot < slot ? sh.sslot : slot;
       }
       if (recv_conn || send_conn) {
@@ -589,9 +606,9 @@ class prims {
     st_.c = &sh;
     st_.rstep = recv_conn ? recv_conn->step : 0;
     st_.sstep = send_conn ? send_conn->step : 0;
-    st_.head_cache = 0;
     st_.aborted = false;
     __syncthreads();
+    st_.head_cache = sh.shead0;
   }
 
   /* Elements one step moves at most: a multiple of 16 bytes' worth. */
