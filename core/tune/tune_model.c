@@ -32,12 +32,13 @@
  *   bw_ch: NCCL's per-channel link speeds as its graph search uses them (SM90 NVLink 20.6 GB/s,
  *     PCIe 12 GB/s, a 100 Gb/s NIC 12.5 GB/s); shm through host memory: Choir's estimate, 6 GB/s.
  *   SAME_GPU (ranks sharing one GPU): fitted to Choir's own all_reduce on one H100 with 2 and 4
- *     ranks sharing it (test/device-run.sh proto-sweep, CUDA-graph launches): about 4 us per
- *     operation for every protocol, per ring step LL 0.8, LL128 0.7, Simple 2.5 us (4 ranks; 2
- *     ranks measured 1.3/0.9/1.9 us with one channel); per channel at 512 MB about 12 GB/s of
- *     Simple, 4.5 of LL and 5.5 of LL128 data (the GPU's memory is shared by every rank's CTAs).
- *     With these LL128 wins every size below Simple's: on an H200 LL128 was 10-30% faster than LL
- *     from 8 to 512 B and at most 9% slower from 2 KB to 512 KB (2 ranks, CUDA graphs).
+ *     ranks sharing it (test/device-run.sh proto-sweep, CUDA-graph launches, 2026-11-25): about
+ *     4 us per operation for every protocol; per ring step LL 0.8, LL128 0.6, Simple 2.0 us (2
+ *     ranks ~1.2, 4 ranks ~2.6 for Simple: more ranks poll the same memory); per channel about
+ *     8 GB/s of LL data, 4.5 of LL128 and 12 of Simple (bw_ch 16 with LL's 8-of-16 bytes gives
+ *     LL's 8; caps give the others). NCCL's llMaxBws does not apply (tune_model_build). So:
+ *     LL128 below about 256 KB (measured: 10-20% faster than LL at 8-128 B, at most 11% slower
+ *     from 512 B to 128 KB), LL at 512 KB (LL128 9-26% slower there), Simple from 2 MB.
  *   cap_ch[LL]: LL's polling receiver moves far less than the link per channel (NCCL caps LL at
  *     llMaxBws for the whole ring, below); over the network the proxy moves LL lines in whole
  *     slots, at most the NIC's rate: 0 there. Choir's estimates. */
@@ -57,7 +58,7 @@ static const tune_link_row_t tune_link_table[TUNE_LINK_NUM] = {
   [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0,    0},           {0,    0,    0}},
   [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0,    0},           {0,    0,    0}},
   [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0,    0},           {0,    0,    0}},
-  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.8f, 0.7f,  2.5f},     12.0f, {4.5f, 5.5f, 0},           {4.0f, 4.0f, 4.0f}},
+  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.8f, 0.6f,  2.0f},     16.0f, {8.0f, 4.5f, 12.0f},       {4.0f, 4.0f, 4.0f}},
 };
 /* clang-format on */
 
@@ -163,7 +164,10 @@ void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c,
   }
   m->cap_ch[NCCL_PROTO_LL128] =
       tune_min_cap(m->cap_ch[NCCL_PROTO_LL128], (float)c->perChMaxRingLL128Bws[cc][sc]);
-  m->ll_max_bw = (float)c->llMaxBws[cc][sc];
+  /* NCCL's cap stands for LL over real links; ranks sharing a GPU are bound by its memory,
+   * which the same-GPU row's own per-channel caps describe. */
+  m->ll_max_bw = !multi && topo->link_intra == TUNE_LINK_SAME_GPU ? 0.0f
+                                                                  : (float)c->llMaxBws[cc][sc];
   float bi = topo->bw_intra > 0 ? topo->bw_intra : ri->bw_ch;
   float bx = topo->bw_inter > 0 ? topo->bw_inter : rx->bw_ch;
   m->bw_ch = multi && bx < bi ? bx : bi;
