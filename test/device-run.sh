@@ -42,6 +42,7 @@
 #   proto-sweep[:R]  all_reduce_perf with R ranks (default "2 4") sharing GPU 0 in one process
 #              (-g R --ranks-per-gpu R), once per NCCL_PROTO forced (LL, LL128, Simple) and once
 #              with the plan's own choice, normal launches and CUDA-graph replays (-G 20);
+#              PROTO_SWEEP_REPEAT times (default 3), the runs alternating, each cell the median;
 #              PROTO_SWEEP_SIZES (default "-b 8 -e 1G -f 4"); a table per R and mode: each
 #              protocol's time per size, LL's speedup over Simple, the default's ratio to the best
 #              forced protocol; the lines the issue's bar reads: LL faster than Simple at 8 B..64
@@ -503,46 +504,54 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
       d="$out/proto-sweep"
       mkdir -p "$d"
       mps_stop >/dev/null
+      reps=${PROTO_SWEEP_REPEAT:-3}
+      for rep in $(seq 1 "$reps"); do
       for r in $rs; do
         for g in 0 20; do
           for proto in LL LL128 Simple default; do
-            log="$d/r$r-g$g-$proto.log"
+            log="$d/r$r-g$g-$proto-$rep.log"
             gopt=()
             [ "$g" != 0 ] && gopt=(-G "$g")
             # shellcheck disable=SC2086 # psizes is a list of options
             if [ "$proto" = default ]; then
               env -u NCCL_PROTO LD_LIBRARY_PATH="$PWD/$build" timeout "${OP_TIMEOUT:-300}" \
                 "$build/test/perf/all_reduce_perf" -g "$r" --ranks-per-gpu "$r" $psizes -c 1 \
-                -n 20 -w 5 "${gopt[@]}" -J "$d/r$r-g$g-$proto.json" >"$log" 2>&1
+                -n 20 -w 5 "${gopt[@]}" -J "$d/r$r-g$g-$proto-$rep.json" >"$log" 2>&1
             else
               NCCL_PROTO=$proto LD_LIBRARY_PATH="$PWD/$build" timeout "${OP_TIMEOUT:-300}" \
                 "$build/test/perf/all_reduce_perf" -g "$r" --ranks-per-gpu "$r" $psizes -c 1 \
-                -n 20 -w 5 "${gopt[@]}" -J "$d/r$r-g$g-$proto.json" >"$log" 2>&1
+                -n 20 -w 5 "${gopt[@]}" -J "$d/r$r-g$g-$proto-$rep.json" >"$log" 2>&1
             fi
-            note "proto-sweep r=$r G=$g $proto: rc=$? $(perf_wrong "$log")"
+            note "proto-sweep r=$r G=$g $proto (run $rep): rc=$? $(perf_wrong "$log")"
           done
         done
       done
+      done
       python3 - "$d" "$rs" <<'PY' | tee -a "$summary"
-import json, os, sys
+import glob, json, os, statistics, sys
 d, rs = sys.argv[1], sys.argv[2].split()
 protos = ["LL", "LL128", "Simple", "default"]
 for r in rs:
     for g in ("0", "20"):
-        t = {}
-        for p in protos:
-            path = os.path.join(d, "r%s-g%s-%s.json" % (r, g, p))
+        runs = {}
+        for path in sorted(glob.glob(os.path.join(d, "r%s-g%s-*.json" % (r, g)))):
+            p = os.path.basename(path).split("-")[2]
             try:
                 doc = json.load(open(path))
             except (OSError, ValueError):
                 continue
             for row in doc.get("results", []):
-                t.setdefault(row["size"], {})[p] = row["out_of_place"]["time"]
+                runs.setdefault(row["size"], {}).setdefault(p, []).append(
+                    row["out_of_place"]["time"])
+        # Each cell: the median of the runs (the runs alternate the protocols).
+        t = {s: {p: statistics.median(v) for p, v in c.items()} for s, c in runs.items()}
+        nrun = max((len(v) for c in runs.values() for v in c.values()), default=0)
         if not t:
             print("proto-sweep r=%s G=%s: no results" % (r, g))
             continue
-        print("proto-sweep: all_reduce, %s ranks sharing GPU 0, %s (out of place, us)" % (
-            r, "CUDA graph -G 20" if g != "0" else "normal launches"))
+        print("proto-sweep: all_reduce, %s ranks sharing GPU 0, %s (out of place, us; median"
+              " of %d alternating runs)" % (
+            r, "CUDA graph -G 20" if g != "0" else "normal launches", nrun))
         print("  %12s %9s %9s %9s %9s %8s %8s" % ("size", "LL", "LL128", "Simple", "default",
                                                  "S/LL", "def/best"))
         ll_slow, ll_weak, def_bad = [], [], []
