@@ -96,6 +96,7 @@ typedef struct enq_comm_args {
   float graph_bw_inter;
   int nnodes;
   int local_ranks;
+  const char* comm_name; /* config commName, or NULL: for the profiler plugin's init */
 } enq_comm_args_t;
 
 /* Build the data path: ring channels (order and count from the topology and graph), their
@@ -148,6 +149,7 @@ typedef struct enq_op {
   ncclRedOp_t op;
   int root; /* root, or peer of send/recv */
   cudaStream_t stream;
+  void* prof_api; /* the profiler's CollApi/P2pApi event of the call (enqueue_prof.c), or NULL */
 } enq_op_t;
 
 /* Queue an operation: inside a group it waits for the outermost ncclGroupEnd; outside, it is

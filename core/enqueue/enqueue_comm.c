@@ -264,6 +264,9 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   dp->p2p_policy = a->p2p_policy;
   dp->p2p_policy_ctx = a->p2p_policy_ctx;
   CHECK_GOTO(MEM_CALLOC(&dp->p2p_nch_peer, (size_t)a->nranks), res, err);
+  /* Last: nothing after it can fail, so a profiler's init is always matched by a finalize. */
+  prof_create(a->comm_hash, a->comm_name, a->nnodes > 0 ? a->nnodes : 1, a->nranks, a->rank,
+              &dp->prof);
   *dp_p = dp;
   return ncclSuccess;
 err:
@@ -452,6 +455,8 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
   free(dp->p2p_nch_peer);
   free(dp->ops);
   free(dp->redops);
+  enq_prof_group_close(dp); /* a group left open by a destroyed communicator */
+  prof_destroy(dp->prof);
   free(dp);
 }
 

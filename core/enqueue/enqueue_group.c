@@ -264,6 +264,7 @@ static void enqueue_group_release(enq_comm_t* list) {
 /* Connections first, then every communicator's launches from this thread. */
 static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_info) {
   ncclResult_t res = ncclSuccess;
+  for (enq_comm_t* dp = list; dp; dp = dp->group_next) enq_prof_group_end(dp);
   if (sim_info != NULL) {
     float t = 0;
     for (enq_comm_t* dp = list; dp && res == ncclSuccess; dp = dp->group_next) {
@@ -315,6 +316,7 @@ ncclResult_t enqueue_op(enq_comm_t* dp, const enq_op_t* op) {
     dp->ops_cap = ncap;
   }
   dp->ops[dp->nops++] = *op;
+  enq_prof_op(dp, &dp->ops[dp->nops - 1]);
   if (enqueue_group_depth_ > 0) {
     enqueue_group_add_comm(dp);
     return ncclSuccess;

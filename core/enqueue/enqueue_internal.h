@@ -11,6 +11,7 @@
 #include "enqueue.h"
 #include "kernels.h"
 #include "nccl_common.h"
+#include "prof.h"
 #include "tune.h"
 
 /* Setup work (allocations, IPC, uploads on a private stream) may run while the application
@@ -99,6 +100,14 @@ struct enq_comm {
 
   enq_redop_t* redops;
   int nredops;
+
+  /* The profiler plugin's context (core/prof; NULL: none) and this group's events on dp
+   * (enqueue_prof.c). */
+  prof_t* prof;
+  void* prof_group_api;
+  void* prof_group;
+  int prof_group_open;
+  uint64_t prof_seq; /* collectives launched so far: the Coll events' seqNumber */
 };
 
 /* The plan of one collective: what tune_choose decided, as the kernel's work descriptor takes
@@ -143,6 +152,19 @@ ncclResult_t enqueue_plan_launch(enq_comm_t* dp);
  * nothing pending. Errors: the model's (tune_create). */
 ncclResult_t enqueue_plan_estimate(enq_comm_t* dp, float* us_p);
 void enqueue_plan_clear(enq_comm_t* dp);
+
+/* The ncclFunc_t of an operation (enqueue_plan.c). */
+ncclFunc_t enq_func(const enq_op_t* op);
+/* Whether work enqueued on stream now is captured into a CUDA graph. */
+bool enq_stream_capturing(cudaStream_t stream);
+
+/* enqueue_prof.c: the profiler's events (see there). */
+void enq_prof_op(enq_comm_t* dp, enq_op_t* op);
+void enq_prof_group_end(enq_comm_t* dp);
+void enq_prof_group_close(enq_comm_t* dp);
+void* enq_prof_coll_start(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* plan);
+void* enq_prof_p2p_start(enq_comm_t* dp, const enq_op_t* op);
+void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream);
 
 /* enqueue_group.c */
 /* Adds dp to the calling thread's group (once). */

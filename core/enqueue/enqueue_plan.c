@@ -58,7 +58,10 @@ typedef struct {
 #define ENQ_COLL_P2P_PAIRWISE_BYTES (32ull << 20)
 #define ENQ_COLL_P2P_SLICE (256u * 1024)
 
-void enqueue_plan_clear(enq_comm_t* dp) { dp->nops = 0; }
+void enqueue_plan_clear(enq_comm_t* dp) {
+  dp->nops = 0;
+  enq_prof_group_close(dp);
+}
 
 int enq_p2p_batch_ctas(const enq_comm_t* dp) {
   return dp->cta_cap > 0 && dp->cta_cap < ENQ_P2P_BATCH_CTAS ? dp->cta_cap : ENQ_P2P_BATCH_CTAS;
@@ -97,10 +100,15 @@ static ncclResult_t enq_stream_leave(enq_comm_t* dp, cudaStream_t s, int capturi
   return ncclSuccess;
 }
 
+bool enq_stream_capturing(cudaStream_t stream) {
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+}
+
 /* ---- Collectives -------------------------------------------------------------------------- */
 
 /* The ncclFunc_t of an operation (ENQ_BROADCAST..ENQ_ALLREDUCE have its values). */
-static ncclFunc_t enq_func(const enq_op_t* op) {
+ncclFunc_t enq_func(const enq_op_t* op) {
   switch (op->kind) {
     case ENQ_SEND: return ncclFuncSend;
     case ENQ_RECV: return ncclFuncRecv;
@@ -179,7 +187,11 @@ static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op, const en
 
   int capturing;
   CHECK(enq_stream_enter(dp, op->stream, &capturing));
+  void* ev = enq_prof_coll_start(dp, op, plan);
+  void* kl = enq_prof_launch_start(dp, op->stream);
   ncclResult_t res = kern_coll_launch(&w, op->stream);
+  prof_stop(dp->prof, kl);
+  prof_stop(dp->prof, ev);
   if (res != ncclSuccess) {
     WARN("rank %d: cannot launch the collective: %s", dp->rank, kern_last_error());
     transport_launch_abandon(dp->transport, op->stream, capturing);
@@ -426,7 +438,9 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
   /* From here on every error must balance the launch mark of enq_stream_enter. */
   ncclResult_t res = enq_streams_join(v, lo, hi, s, ENQ_JOIN_INTO, dp->join_ev);
   if (res == ncclSuccess) {
+    void* kl = enq_prof_launch_start(dp, s);
     res = kern_p2p_launch(&b, s);
+    prof_stop(dp->prof, kl);
     if (res != ncclSuccess)
       WARN("rank %d: cannot launch %u send/recv operations: %s", dp->rank, b.nops,
            kern_last_error());
@@ -442,7 +456,34 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
   return res != ncclSuccess ? res : lres;
 }
 
+/* The user's sends and receives of the group: their P2p events, from before the first batch's
+ * launch to after the last's (NULL where none is wanted). */
+static void enq_prof_p2p_all(enq_comm_t* dp, void** evs, bool start) {
+  for (int i = 0; i < dp->nops; i++) {
+    const enq_op_t* op = &dp->ops[i];
+    if (op->kind != ENQ_SEND && op->kind != ENQ_RECV) continue;
+    if (start)
+      evs[i] = enq_prof_p2p_start(dp, op);
+    else
+      prof_stop(dp->prof, evs[i]);
+  }
+}
+
+static ncclResult_t enq_launch_p2p_ops(enq_comm_t* dp);
+
 static ncclResult_t enq_launch_p2p(enq_comm_t* dp) {
+  void** evs = NULL;
+  if (prof_on(dp->prof, ncclProfileP2p) && dp->nops > 0) {
+    evs = calloc((size_t)dp->nops, sizeof(*evs));
+    if (evs != NULL) enq_prof_p2p_all(dp, evs, true);
+  }
+  ncclResult_t res = enq_launch_p2p_ops(dp);
+  if (evs != NULL) enq_prof_p2p_all(dp, evs, false);
+  free(evs);
+  return res;
+}
+
+static ncclResult_t enq_launch_p2p_ops(enq_comm_t* dp) {
   enq_p2p_t* v = NULL;
   int n = 0;
   CHECK(enq_p2p_list(dp, &v, &n));
@@ -526,8 +567,12 @@ ncclResult_t enqueue_plan_launch(enq_comm_t* dp) {
   }
   /* One rank: no plan (enq_launch_single copies or scales; no ring, no model). */
   if (dp->nranks == 1) {
-    for (int i = 0; i < dp->nops && res == ncclSuccess; i++)
-      if (enq_is_coll(dp->ops[i].kind)) res = enq_launch_single(dp, &dp->ops[i]);
+    for (int i = 0; i < dp->nops && res == ncclSuccess; i++) {
+      if (!enq_is_coll(dp->ops[i].kind)) continue;
+      void* ev = dp->ops[i].count > 0 ? enq_prof_coll_start(dp, &dp->ops[i], NULL) : NULL;
+      res = enq_launch_single(dp, &dp->ops[i]);
+      prof_stop(dp->prof, ev);
+    }
   } else {
     int npipe = 0;
     for (int i = 0; i < dp->nops; i++) npipe += enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0;

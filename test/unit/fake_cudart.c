@@ -28,6 +28,11 @@ cudaError_t __wrap_cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMod
 cudaError_t __wrap_cudaGetDevice(int* d);
 cudaError_t __wrap_cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int d);
 cudaError_t __wrap_cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, size_t sh, cudaStream_t s);
+cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus* st);
+cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags);
+cudaError_t __wrap_cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t __wrap_cudaEventQuery(cudaEvent_t e);
+cudaError_t __wrap_cudaEventSynchronize(cudaEvent_t e);
 
 cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   (void)flags;
@@ -124,5 +129,28 @@ cudaError_t __wrap_cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, 
                              cudaStream_t s) {
   (void)f, (void)g, (void)b, (void)args, (void)sh, (void)s;
   fake_cudart.launches++;
+  return cudaSuccess;
+}
+
+/* Stream order: nothing runs, so nothing is captured, waited for or pending. */
+cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus* st) {
+  (void)s;
+  *st = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
+  (void)s, (void)e, (void)flags;
+  return cudaSuccess;
+}
+cudaError_t __wrap_cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  (void)e, (void)s;
+  return cudaSuccess;
+}
+cudaError_t __wrap_cudaEventQuery(cudaEvent_t e) {
+  (void)e;
+  return cudaSuccess;
+}
+cudaError_t __wrap_cudaEventSynchronize(cudaEvent_t e) {
+  (void)e;
   return cudaSuccess;
 }
