@@ -39,7 +39,6 @@ extern const char kern_subset_str[];
 #ifndef KERN_RC_UNROLL /* overridable for tuning experiments only */
 #define KERN_RC_UNROLL 4
 #endif
-#define KERN_RC_VEC_BYTES 16
 
 #ifdef __cplusplus
 }

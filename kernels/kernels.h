@@ -139,6 +139,10 @@ const char* kern_last_error(void);
 #define KERN_MAX_CHANNELS 64       /* ring channels per communicator */
 #define KERN_MAX_P2P_CHANNELS 32   /* connections per peer and direction for send/recv */
 #define KERN_NTHREADS 512          /* threads per CTA of the collective and p2p kernels */
+/* The ring collectives split a buffer over channels, and each channel's part into steps, in
+ * whole 16-byte units (so that vectors stay aligned); the host counts their steps the same way
+ * (the profiler's ProxyOp events). */
+#define KERN_RC_VEC_BYTES 16
 
 /* Protocols, with NCCL's numbering (NCCL_PROTO_LL/LL128/SIMPLE, the tuner ABI's table index).
  *   SIMPLE  the slot holds plain data; the sender publishes tail after a system-scope fence and

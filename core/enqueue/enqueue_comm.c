@@ -338,6 +338,7 @@ ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp) {
   CHECK_GOTO(transport_set_net(dp->transport, dp->net_name, dp->comm_hash, dp->traffic_class,
                                dp->abort_host),
              res, err_release);
+  transport_prof_attach(dp->transport, dp->prof);
   CHECK_GOTO(enq_upload_comm(dp), res, err_release);
   dp->device_ready = 1;
   return ncclSuccess;

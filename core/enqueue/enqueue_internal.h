@@ -165,6 +165,9 @@ void enq_prof_group_close(enq_comm_t* dp);
 void* enq_prof_coll_start(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* plan);
 void* enq_prof_p2p_start(enq_comm_t* dp, const enq_op_t* op);
 void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream);
+/* Before a ring collective's launch outside capture: the steps it moves through each network
+ * end, announced to the proxy for its ProxyOp events under parent. */
+void enq_prof_ring_ops(enq_comm_t* dp, const kern_coll_work_t* w, void* parent);
 
 /* enqueue_group.c */
 /* Adds dp to the calling thread's group (once). */

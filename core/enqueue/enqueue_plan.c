@@ -188,6 +188,7 @@ static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op, const en
   int capturing;
   CHECK(enq_stream_enter(dp, op->stream, &capturing));
   void* ev = enq_prof_coll_start(dp, op, plan);
+  if (!capturing) enq_prof_ring_ops(dp, &w, ev);
   void* kl = enq_prof_launch_start(dp, op->stream);
   ncclResult_t res = kern_coll_launch(&w, op->stream);
   prof_stop(dp->prof, kl);

@@ -124,3 +124,74 @@ void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream) {
   d.kernelLaunch.stream = stream;
   return prof_start(dp->prof, &d);
 }
+
+/* ---- Steps of a ring collective through each connection end (ProxyOp events) ---------------- */
+
+/* Part i of n of count elements in whole units, as the kernels split a buffer over channels
+ * (kern_coll.cuh, split_part). */
+static uint64_t enq_part_count(uint64_t count, uint64_t unit, uint32_t n, uint32_t i) {
+  const uint64_t units = (count + unit - 1) / unit;
+  const uint64_t per = (units + n - 1) / n * unit;
+  uint64_t off = per * i;
+  if (off > count) off = count;
+  uint64_t end = off + per;
+  if (end > count) end = count;
+  return end - off;
+}
+
+/* Steps channel c's CTA takes on its send (is_send) or receive end, counted as the ring
+ * algorithms of kern_coll.cuh take them: every primitive call is one step of each end it uses,
+ * a call without elements included. d: the ring distance from the root (Broadcast, Reduce). */
+static uint64_t enq_ring_steps(const kern_coll_work_t* w, int n, int d, uint32_t step_bytes,
+                               uint32_t c, int is_send) {
+  const uint64_t es = kern_type_size((ncclDataType_t)w->type);
+  if (n < 2 || es == 0 || step_bytes < es) return 0;
+  const uint64_t unit = KERN_RC_VEC_BYTES / es;
+  const uint64_t cnt = enq_part_count(w->count, unit, w->nchannels, c);
+  const uint64_t slice = step_bytes / es;
+  const uint64_t iters = (cnt + slice - 1) / slice;
+  switch (w->coll) {
+    case KERN_COLL_ALLREDUCE: {
+      uint64_t rounds = 0;
+      for (uint64_t base = 0; base < cnt; rounds++) {
+        uint64_t chunk = (cnt - base + (uint64_t)n - 1) / (uint64_t)n;
+        chunk = (chunk + unit - 1) / unit * unit;
+        if (chunk > slice) chunk = slice;
+        base += (uint64_t)n * chunk;
+      }
+      return rounds * (uint64_t)(2 * n - 2);
+    }
+    case KERN_COLL_REDUCESCATTER:
+    case KERN_COLL_ALLGATHER: return iters * (uint64_t)(n - 1);
+    case KERN_COLL_BROADCAST: /* the root sends, the last one receives, the others both */
+      return (is_send ? d < n - 1 : d > 0) ? iters : 0;
+    case KERN_COLL_REDUCE: /* starts after the root (d 1), ends at it (d 0) */
+      return (is_send ? d != 0 : d != 1) ? iters : 0;
+    default: return 0;
+  }
+}
+
+void enq_prof_ring_ops(enq_comm_t* dp, const kern_coll_work_t* w, void* parent) {
+  if (!prof_on(dp->prof, ncclProfileProxyOp | ncclProfileProxyStep)) return;
+  const int n = dp->nranks;
+  for (uint32_t c = 0; c < (uint32_t)w->nchannels; c++) {
+    kern_channel_t* ch = &dp->host_kc.channels[c];
+    if (ch->send.transport != KERN_TRANSPORT_NET && ch->recv.transport != KERN_TRANSPORT_NET)
+      continue;
+    /* The kernel's step: the plan's chunk within what both ends' slots hold (kern_prims.cuh). */
+    uint32_t slot = ch->recv.slot_bytes[w->proto];
+    if (ch->send.slot_bytes[w->proto] < slot) slot = ch->send.slot_bytes[w->proto];
+    uint32_t step = kern_proto_step_capacity((kern_proto_t)w->proto, slot);
+    if (w->chunk_bytes < step) step = w->chunk_bytes;
+    int root_pos = 0;
+    for (int i = 0; i < n; i++)
+      if (dp->ring_ranks[(size_t)c * (size_t)n + (size_t)i] == w->root) root_pos = i;
+    const int d = ((ch->index - root_pos) % n + n) % n;
+    if (ch->send.transport == KERN_TRANSPORT_NET)
+      transport_prof_op(dp->transport, &ch->send, parent,
+                        (uint32_t)enq_ring_steps(w, n, d, step, c, 1), (int)step, (int)c);
+    if (ch->recv.transport == KERN_TRANSPORT_NET)
+      transport_prof_op(dp->transport, &ch->recv, parent,
+                        (uint32_t)enq_ring_steps(w, n, d, step, c, 0), (int)step, (int)c);
+  }
+}

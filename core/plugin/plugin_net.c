@@ -109,6 +109,20 @@ ncclResult_t net_prof_noop(void** eHandle, int type, void* pHandle, int64_t plug
   return ncclSuccess;
 }
 
+/* The callback every plugin gets: the core's profiler (net_set_prof_hook) once one is loaded. */
+static ncclProfilerCallback_t net_prof_hook;
+
+void net_set_prof_hook(ncclProfilerCallback_t fn) {
+  __atomic_store_n(&net_prof_hook, fn, __ATOMIC_RELEASE);
+}
+
+ncclResult_t net_prof_cb(void** eHandle, int type, void* pHandle, int64_t pluginId,
+                         void* extData) {
+  ncclProfilerCallback_t fn = __atomic_load_n(&net_prof_hook, __ATOMIC_ACQUIRE);
+  if (fn == NULL || pHandle == NULL) return net_prof_noop(eHandle, type, pHandle, pluginId, extData);
+  return fn(eHandle, type, pHandle, pluginId, extData);
+}
+
 ncclResult_t net_unsupported(const char* kind, const char* name, int version, const char* entry) {
   WARN("%s/Plugin: %s is not supported by plugin %s (v%d)", kind, entry, name, version);
   return ncclInvalidUsage;
@@ -211,7 +225,7 @@ static ncclResult_t net_init_once(const void* table, void* arg) {
     case 7: return ((const ncclNet_v7_t*)table)->init(log_plugin_logger);
     case 8: return ((const ncclNet_v8_t*)table)->init(log_plugin_logger);
     case 9: return ((const ncclNet_v9_t*)table)->init(log_plugin_logger);
-    default: return ((const ncclNet_v10_t*)table)->init(log_plugin_logger, net_prof_noop);
+    default: return ((const ncclNet_v10_t*)table)->init(log_plugin_logger, net_prof_cb);
   }
 }
 
@@ -229,10 +243,10 @@ static ncclResult_t net_init_comm(plugin_lib_t* lib, uint64_t comm_id, int traff
   net->traffic_class = traffic_class;
   if (net->lib.version == 11) {
     ncclNetCommConfig_v11_t config = {traffic_class};
-    res = NET_T(11)->init(&net->ctx, comm_id, &config, log_plugin_logger, net_prof_noop);
+    res = NET_T(11)->init(&net->ctx, comm_id, &config, log_plugin_logger, net_prof_cb);
   } else if (net->lib.version >= 12) {
     ncclNetCommConfig_v12_t config = {traffic_class};
-    res = NET_T(12)->init(&net->ctx, comm_id, &config, log_plugin_logger, net_prof_noop);
+    res = NET_T(12)->init(&net->ctx, comm_id, &config, log_plugin_logger, net_prof_cb);
   } else {
     res = net_shared_acquire(net->lib.table, net_init_once, &net->lib);
     net->shared_ref = res == ncclSuccess;
@@ -537,7 +551,7 @@ ncclResult_t net_dereg_mr(net_t* net, void* comm, void* mh) {
 /* ---- data path ---- */
 
 ncclResult_t net_isend(net_t* net, void* send_comm, void* data, size_t size, int tag, void* mh,
-                       void** req_p) {
+                       void* phandle, void** req_p) {
   void* req = NULL;
   int v = net->lib.version;
   if (v <= 8) {
@@ -556,14 +570,14 @@ ncclResult_t net_isend(net_t* net, void* send_comm, void* data, size_t size, int
     NET_CALL(net, "isend",
              (v == 10   ? NET_T(10)->isend
               : v == 11 ? NET_T(11)->isend
-                        : NET_T(12)->isend)(send_comm, data, size, tag, mh, NULL, &req));
+                        : NET_T(12)->isend)(send_comm, data, size, tag, mh, phandle, &req));
   }
   *req_p = req;
   return ncclSuccess;
 }
 
 ncclResult_t net_irecv(net_t* net, void* recv_comm, int n, void** data, size_t* sizes, int* tags,
-                       void** mhs, void** req_p) {
+                       void** mhs, void** phandles_in, void** req_p) {
   int v = net->lib.version;
   if (n < 1 || n > NCCL_NET_MAX_REQUESTS) {
     WARN("NET/Plugin: irecv of %d buffers with plugin %s (1 to %d)", n, net_name(net),
@@ -592,6 +606,8 @@ ncclResult_t net_irecv(net_t* net, void* recv_comm, int n, void** data, size_t* 
     NET_CALL(net, "irecv", NET_T(9)->irecv(recv_comm, n, data, sizes, tags, mhs, &req));
   } else {
     void* phandles[NCCL_NET_MAX_REQUESTS] = {NULL};
+    if (phandles_in != NULL)
+      for (int i = 0; i < n; i++) phandles[i] = phandles_in[i];
     NET_CALL(net, "irecv",
              (v == 10   ? NET_T(10)->irecv
               : v == 11 ? NET_T(11)->irecv

@@ -73,11 +73,16 @@ ncclResult_t net_reg_mr(net_t* net, void* comm, void* data, size_t size, int typ
 ncclResult_t net_reg_mr_dmabuf(net_t* net, void* comm, void* data, size_t size, int type,
                                uint64_t offset, int fd, void** mh_p);
 ncclResult_t net_dereg_mr(net_t* net, void* comm, void* mh);
+/* phandle / phandles (NULL: none): the profiler's parent for the plugin's own events of this
+ * request (v10+ plugins get them; see net_set_prof_hook). */
 ncclResult_t net_isend(net_t* net, void* send_comm, void* data, size_t size, int tag, void* mh,
-                       void** req_p);
+                       void* phandle, void** req_p);
 /* *req_p on input: NULL, or NCCL_NET_OPTIONAL_RECV_COMPLETION as a hint. */
 ncclResult_t net_irecv(net_t* net, void* recv_comm, int n, void** data, size_t* sizes, int* tags,
-                       void** mhs, void** req_p);
+                       void** mhs, void** phandles, void** req_p);
+/* The profiler callback the plugins call with the phandles they were given: every plugin's init
+ * gets a trampoline to fn (NULL: events are dropped). Set by core/prof when a profiler loads. */
+void net_set_prof_hook(ncclProfilerCallback_t fn);
 /* *req_p NULL on success: nothing to wait for. */
 ncclResult_t net_iflush(net_t* net, void* recv_comm, int n, void** data, int* sizes, void** mhs,
                         void** req_p);

@@ -30,6 +30,9 @@ void net_shared_release(const void* table);
 /* The profiler callback given to plugins while the core has none to forward to. */
 ncclResult_t net_prof_noop(void** eHandle, int type, void* pHandle, int64_t pluginId,
                            void* extData);
+/* What plugins get as their profiler callback: forwards to net_set_prof_hook's function. */
+ncclResult_t net_prof_cb(void** eHandle, int type, void* pHandle, int64_t pluginId,
+                         void* extData);
 
 /* Fill a v12 properties struct from the version-`version` struct the plugin wrote into `raw`
  * for device `dev`, with the documented defaults for the fields older versions lack. */

@@ -129,6 +129,7 @@ void prof_create(uint64_t comm_hash, const char* comm_name, int nnodes, int nran
     prof_unref();
     return;
   }
+  net_set_prof_hook(prof_net_callback);
   INFO(NCCL_INIT, "PROFILER/Plugin: '%s' (v%d) initialized for rank %d of %d, mask 0x%x", name,
        version, rank, nranks, (unsigned)__atomic_load_n(&prof_mask, __ATOMIC_RELAXED));
   *p_out = p;
@@ -413,4 +414,51 @@ void prof_record(prof_t* p, void* handle, ncclProfilerEventState_t state,
       o.proxyOp.transSize = args->proxyStep.transSize;
   }
   ((const ncclProfiler_v3_t*)p->table)->recordEventState(handle, state, args ? &o : NULL);
+}
+
+/* ---- The net plugin's own events ------------------------------------------------------------ */
+
+typedef struct prof_net_ev {
+  prof_t* prof;
+  void* handle;
+} prof_net_ev_t;
+
+ncclResult_t prof_net_callback(void** eHandle, int type, void* pHandle, int64_t pluginId,
+                               void* extData) {
+  if (eHandle == NULL) return ncclSuccess;
+  if (type == ncclProfilerNetEventStart) {
+    *eHandle = NULL;
+    const prof_net_parent_t* par = pHandle;
+    if (par == NULL || !prof_on(par->prof, ncclProfileNetPlugin)) return ncclSuccess;
+    ncclProfilerEventDescr_v6_t d;
+    memset(&d, 0, sizeof(d));
+    d.type = ncclProfileNetPlugin;
+    d.parentObj = par->step;
+    d.netPlugin.id = pluginId;
+    d.netPlugin.data = extData;
+    void* h = prof_start(par->prof, &d);
+    prof_net_ev_t* ev = h ? malloc(sizeof(*ev)) : NULL;
+    if (ev == NULL) {
+      prof_stop(par->prof, h);
+      return ncclSuccess;
+    }
+    ev->prof = par->prof;
+    ev->handle = h;
+    *eHandle = ev;
+    return ncclSuccess;
+  }
+  prof_net_ev_t* ev = *eHandle;
+  if (ev == NULL) return ncclSuccess;
+  if (type == ncclProfilerNetEventUpdate || type == ncclProfilerNetEventUpdateAndStop) {
+    ncclProfilerEventStateArgs_v6_t a;
+    memset(&a, 0, sizeof(a));
+    a.netPlugin.data = extData;
+    prof_record(ev->prof, ev->handle, ncclProfilerNetPluginUpdate, &a);
+  }
+  if (type == ncclProfilerNetEventStop || type == ncclProfilerNetEventUpdateAndStop) {
+    prof_stop(ev->prof, ev->handle);
+    free(ev);
+    *eHandle = NULL;
+  }
+  return ncclSuccess;
 }

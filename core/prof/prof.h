@@ -54,6 +54,18 @@ void prof_stop(prof_t* p, void* handle);
 void prof_record(prof_t* p, void* handle, ncclProfilerEventState_t state,
                  ncclProfilerEventStateArgs_v6_t* args);
 
+/* What the core hands a net plugin as a request's profiler handle (pHandle): the communicator's
+ * profiler and the ProxyStep event the plugin's own events hang under. The plugin's calls come
+ * back through prof_net_callback (registered with the net plugin layer by prof_create): start
+ * gives a NetPlugin event (id = the plugin's payload type and version, data its payload), update
+ * records NetPluginUpdate with new data, stop ends it. */
+typedef struct prof_net_parent {
+  prof_t* prof;
+  void* step;
+} prof_net_parent_t;
+ncclResult_t prof_net_callback(void** eHandle, int type, void* pHandle, int64_t pluginId,
+                               void* extData);
+
 /* Names as NCCL's profiler descriptors carry them. */
 const char* prof_func_name(ncclFunc_t f);   /* "AllReduce", "Send", ... */
 const char* prof_type_name(ncclDataType_t t); /* "ncclFloat32", ... */

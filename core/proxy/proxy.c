@@ -24,6 +24,19 @@ _Static_assert(KERN_NSLOTS <= NCCL_NET_MAX_REQUESTS, "a connection end's request
 /* Sweeps without progress before the thread yields the CPU between sweeps. */
 #define PROXY_SPINS_BEFORE_YIELD 64
 
+/* Ops announced for one end (proxy_prof_op), in a ring filled by the launching thread and
+ * consumed by the proxy thread. */
+#define PROXY_PROF_OPS 256
+typedef struct proxy_prof_op {
+  void* parent;
+  void* ev;        /* the ProxyOp event, from its first post */
+  uint32_t nsteps;
+  uint32_t posted; /* its steps posted so far (proxy thread) */
+  uint32_t done;   /* and completed */
+  int chunk;
+  int channel;
+} proxy_prof_op_t;
+
 typedef struct proxy_end {
   proxy_conn_t c;
   uint64_t posted;
@@ -31,6 +44,17 @@ typedef struct proxy_end {
   void* reqs[KERN_NSLOTS];
   void* flush_req; /* receive end: the flush of slot `done`, in flight */
   int flushing;    /* receive end: slot `done` completed, its flush not yet */
+  int step_size;   /* receive end: bytes of slot `done` (for its ProxyStep's last state) */
+  /* Profiling: the announced ops (NULL until the first), pushed count (atomic, launching
+   * thread), the op whose steps are being posted and the one being completed (atomic: read by
+   * the launching thread to see room), and per slot in flight its ProxyStep event and op. */
+  proxy_prof_op_t* ops;
+  uint32_t op_push;
+  uint32_t op_post;
+  uint32_t op_done;
+  int ops_lost;
+  prof_net_parent_t step[KERN_NSLOTS];
+  proxy_prof_op_t* step_op[KERN_NSLOTS];
 } proxy_end_t;
 
 /* CHOIR_PROXY_TRACE: one record per slot event, kept in memory and written at destruction. */
@@ -77,6 +101,10 @@ struct proxy {
   int has_incoming;        /* atomic */
   proxy_trace_ev_t* trace; /* NULL unless CHOIR_PROXY_TRACE */
   uint32_t ntrace;
+  prof_t* prof;           /* the communicator's profiler, or NULL */
+  proxy_end_t** all;      /* under lock: every end ever added (proxy_prof_op's lookup) */
+  int nall;
+  int allcap;
 };
 
 static void proxy_trace(proxy_t* p, const proxy_end_t* e, int ev, uint64_t slot, uint32_t bytes) {
@@ -133,6 +161,97 @@ static void proxy_fail(proxy_t* p, const proxy_end_t* e, const char* what, ncclR
 }
 
 /* One look at a send end. *pending_p: data the kernel handed over is not all sent yet. */
+/* ---- Profiling (proxy thread) ---------------------------------------------------------------- */
+
+/* The announced op that step `e->posted` belongs to, or NULL (none announced, or lost). */
+static proxy_prof_op_t* proxy_prof_cur(proxy_end_t* e) {
+  if (e->ops == NULL || e->ops_lost) return NULL;
+  const uint32_t pushed = __atomic_load_n(&e->op_push, __ATOMIC_ACQUIRE);
+  while (e->op_post != pushed) {
+    proxy_prof_op_t* op = &e->ops[e->op_post % PROXY_PROF_OPS];
+    if (op->posted < op->nsteps) return op;
+    e->op_post++;
+  }
+  return NULL;
+}
+
+/* Before posting slot `slot` (step e->posted): its op's ProxyOp event at the op's first step,
+ * the step's ProxyStep event; the pHandle for the plugin (NULL: none). */
+static void* proxy_prof_post(proxy_t* p, proxy_end_t* e, uint64_t slot) {
+  e->step[slot].step = NULL;
+  e->step_op[slot] = NULL;
+  if (p->prof == NULL) return NULL;
+  proxy_prof_op_t* op = proxy_prof_cur(e);
+  if (op != NULL && op->posted == 0 && op->ev == NULL && prof_on(p->prof, ncclProfileProxyOp)) {
+    ncclProfilerEventDescr_v6_t d;
+    memset(&d, 0, sizeof(d));
+    d.type = ncclProfileProxyOp;
+    d.parentObj = op->parent;
+    d.proxyOp.pid = getpid();
+    d.proxyOp.channelId = (uint8_t)op->channel;
+    d.proxyOp.peer = e->c.peer;
+    d.proxyOp.nSteps = (int)op->nsteps;
+    d.proxyOp.chunkSize = op->chunk;
+    d.proxyOp.isSend = e->c.is_send;
+    op->ev = prof_start(p->prof, &d);
+  }
+  e->step_op[slot] = op;
+  if (!prof_on(p->prof, ncclProfileProxyStep)) return NULL;
+  ncclProfilerEventDescr_v6_t d;
+  memset(&d, 0, sizeof(d));
+  d.type = ncclProfileProxyStep;
+  d.parentObj = op != NULL ? op->ev : NULL;
+  d.proxyStep.step = op != NULL ? (int)op->posted : (int)e->posted;
+  e->step[slot].prof = p->prof;
+  e->step[slot].step = prof_start(p->prof, &d);
+  return e->step[slot].step != NULL ? &e->step[slot] : NULL;
+}
+
+/* The plugin took no request: the step is posted again later. */
+static void proxy_prof_unpost(proxy_t* p, proxy_end_t* e, uint64_t slot) {
+  if (p->prof == NULL) return;
+  prof_stop(p->prof, e->step[slot].step);
+  e->step[slot].step = NULL;
+  e->step_op[slot] = NULL;
+}
+
+static void proxy_prof_posted(proxy_t* p, proxy_end_t* e, uint64_t slot, int state) {
+  if (p->prof == NULL) return;
+  if (e->step_op[slot] != NULL) e->step_op[slot]->posted++;
+  prof_record(p->prof, e->step[slot].step, (ncclProfilerEventState_t)state, NULL);
+}
+
+static void proxy_prof_state(proxy_t* p, proxy_end_t* e, uint64_t slot, int state) {
+  if (p->prof != NULL)
+    prof_record(p->prof, e->step[slot].step, (ncclProfilerEventState_t)state, NULL);
+}
+
+/* Slot `slot` completed with `bytes`: its ProxyStep ends, and its op with its last step. */
+static void proxy_prof_done(proxy_t* p, proxy_end_t* e, uint64_t slot, uint32_t bytes) {
+  if (p->prof == NULL) return;
+  if (e->step[slot].step != NULL) {
+    ncclProfilerEventStateArgs_v6_t a;
+    memset(&a, 0, sizeof(a));
+    a.proxyStep.transSize = bytes;
+    prof_record(p->prof, e->step[slot].step,
+                e->c.is_send ? ncclProfilerProxyStepSendWait : ncclProfilerProxyStepRecvWait, &a);
+    prof_stop(p->prof, e->step[slot].step);
+    e->step[slot].step = NULL;
+  }
+  proxy_prof_op_t* op = e->step_op[slot];
+  e->step_op[slot] = NULL;
+  if (op == NULL) return;
+  if (++op->done == op->nsteps) {
+    prof_stop(p->prof, op->ev);
+    op->ev = NULL;
+    /* Ops complete in order: the oldest ones done make room for the launching thread. */
+    uint32_t d = __atomic_load_n(&e->op_done, __ATOMIC_RELAXED);
+    while (d != e->op_post && e->ops[d % PROXY_PROF_OPS].done == e->ops[d % PROXY_PROF_OPS].nsteps)
+      d++;
+    __atomic_store_n(&e->op_done, d, __ATOMIC_RELEASE);
+  }
+}
+
 static int proxy_send(proxy_t* p, proxy_end_t* e, int* pending_p) {
   int progress = 0;
   const uint64_t tail = load_acq(e->c.tail);
@@ -148,13 +267,18 @@ static int proxy_send(proxy_t* p, proxy_end_t* e, int* pending_p) {
       return progress;
     }
     void* req = NULL;
+    void* ph = proxy_prof_post(p, e, slot);
     ncclResult_t res = net_isend(p->net, e->c.comm, e->c.buff + slot * e->c.slot_bytes, bytes, 0,
-                                 e->c.mhandle, &req);
+                                 e->c.mhandle, ph, &req);
     if (res != ncclSuccess) {
       proxy_fail(p, e, "isend", res);
       return progress;
     }
-    if (req == NULL) break; /* the plugin is full: again next sweep */
+    if (req == NULL) { /* the plugin is full: again next sweep */
+      proxy_prof_unpost(p, e, slot);
+      break;
+    }
+    proxy_prof_posted(p, e, slot, ncclProfilerProxyStepSendWait);
     e->reqs[slot] = req;
     proxy_trace(p, e, TRACE_SEND_POST, e->posted, bytes);
     e->posted++;
@@ -169,6 +293,8 @@ static int proxy_send(proxy_t* p, proxy_end_t* e, int* pending_p) {
     }
     if (!done) break;
     e->reqs[e->done % KERN_NSLOTS] = NULL;
+    proxy_prof_done(p, e, e->done % KERN_NSLOTS,
+                    __atomic_load_n(&e->c.sizes[e->done % KERN_NSLOTS], __ATOMIC_RELAXED));
     proxy_trace(p, e, TRACE_SEND_DONE, e->done, 0);
     e->done++;
     store_rel(e->c.head, e->done);
@@ -189,12 +315,17 @@ static int proxy_recv(proxy_t* p, proxy_end_t* e) {
     int tag = 0;
     void* mh = e->c.mhandle;
     void* req = NULL;
-    ncclResult_t res = net_irecv(p->net, e->c.comm, 1, &data, &size, &tag, &mh, &req);
+    void* ph = proxy_prof_post(p, e, slot);
+    ncclResult_t res = net_irecv(p->net, e->c.comm, 1, &data, &size, &tag, &mh, &ph, &req);
     if (res != ncclSuccess) {
       proxy_fail(p, e, "irecv", res);
       return progress;
     }
-    if (req == NULL) break;
+    if (req == NULL) {
+      proxy_prof_unpost(p, e, slot);
+      break;
+    }
+    proxy_prof_posted(p, e, slot, ncclProfilerProxyStepRecvWait);
     e->reqs[slot] = req;
     proxy_trace(p, e, TRACE_RECV_POST, e->posted, 0);
     e->posted++;
@@ -212,7 +343,9 @@ static int proxy_recv(proxy_t* p, proxy_end_t* e) {
       if (!done) break;
       e->reqs[slot] = NULL;
       progress = 1;
+      e->step_size = size;
       if (e->c.flush && size > 0) {
+        proxy_prof_state(p, e, slot, ncclProfilerProxyStepRecvFlushWait);
         void* data = e->c.buff + slot * e->c.slot_bytes;
         void* mh = e->c.mhandle;
         e->flush_req = NULL;
@@ -235,6 +368,7 @@ static int proxy_recv(proxy_t* p, proxy_end_t* e) {
       e->flushing = 0;
       e->flush_req = NULL;
     }
+    proxy_prof_done(p, e, slot, (uint32_t)e->step_size);
     proxy_trace(p, e, TRACE_RECV_DONE, e->done, 0);
     e->done++;
     store_rel(e->c.tail, e->done);
@@ -380,6 +514,13 @@ ncclResult_t proxy_create(net_t* net, int rank, volatile uint32_t* comm_abort,
 }
 
 static void proxy_end_close(proxy_t* p, proxy_end_t* e) {
+  /* Events of steps and ops still open (a communicator destroyed mid-transfer): ended. */
+  if (p->prof != NULL) {
+    for (int s = 0; s < KERN_NSLOTS; s++) prof_stop(p->prof, e->step[s].step);
+    if (e->ops != NULL)
+      for (int i = 0; i < PROXY_PROF_OPS; i++) prof_stop(p->prof, e->ops[i].ev);
+  }
+  free(e->ops);
   if (e->c.mhandle != NULL) (void)net_dereg_mr(p->net, e->c.comm, e->c.mhandle);
   if (e->c.is_send)
     (void)net_close_send(p->net, e->c.comm);
@@ -401,6 +542,7 @@ void proxy_destroy(proxy_t* p) {
   for (int i = 0; i < p->nincoming; i++) proxy_end_close(p, p->incoming[i]);
   free(p->ends);
   free(p->incoming);
+  free(p->all);
   pthread_cond_destroy(&p->cond);
   pthread_mutex_destroy(&p->lock);
   free(p);
@@ -422,6 +564,13 @@ ncclResult_t proxy_add(proxy_t* p, const proxy_conn_t* conns, int n) {
       goto out;
     }
     e->c = conns[i];
+    if (!proxy_reserve(&p->all, &p->allcap, p->nall + 1)) {
+      free(e);
+      WARN("proxy: out of memory for a connection end");
+      res = ncclSystemError;
+      goto out;
+    }
+    p->all[p->nall++] = e;
     /* Counters start where the kernels' steps start: 0 (fresh connections). */
     p->incoming[p->nincoming++] = e;
   }
@@ -430,6 +579,41 @@ out:
   __atomic_store_n(&p->has_incoming, p->nincoming > 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&p->lock);
   return res;
+}
+
+void proxy_prof_attach(proxy_t* p, prof_t* prof) {
+  if (p != NULL) p->prof = prof;
+}
+
+void proxy_prof_op(proxy_t* p, const void* key, void* parent, uint32_t nsteps, int chunk,
+                   int channel) {
+  if (p == NULL || p->prof == NULL || key == NULL || nsteps == 0) return;
+  proxy_end_t* e = NULL;
+  pthread_mutex_lock(&p->lock);
+  for (int i = 0; i < p->nall && e == NULL; i++)
+    if (p->all[i]->c.key == key) e = p->all[i];
+  pthread_mutex_unlock(&p->lock);
+  if (e == NULL || e->ops_lost) return;
+  if (e->ops == NULL) {
+    /* Published to the proxy thread by the release store of op_push below. */
+    e->ops = calloc(PROXY_PROF_OPS, sizeof(*e->ops));
+    if (e->ops == NULL) {
+      e->ops_lost = 1;
+      return;
+    }
+  }
+  const uint32_t push = e->op_push; /* only this thread writes it */
+  if (push - __atomic_load_n(&e->op_done, __ATOMIC_ACQUIRE) >= PROXY_PROF_OPS) {
+    /* The thread is that far behind: attributing later steps would go wrong from here on. */
+    INFO(NCCL_NET, "proxy: rank %d: more than %d launches ahead of the network on connection %d "
+         "with rank %d; its ProxyOp events stop here", p->rank, PROXY_PROF_OPS, e->c.id,
+         e->c.peer);
+    __atomic_store_n(&e->ops_lost, 1, __ATOMIC_RELEASE);
+    return;
+  }
+  proxy_prof_op_t* op = &e->ops[push % PROXY_PROF_OPS];
+  *op = (proxy_prof_op_t){.parent = parent, .nsteps = nsteps, .chunk = chunk, .channel = channel};
+  __atomic_store_n(&e->op_push, push + 1, __ATOMIC_RELEASE);
 }
 
 void proxy_launch_begin(proxy_t* p) {

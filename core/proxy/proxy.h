@@ -27,6 +27,7 @@
 
 #include "base.h"
 #include "plugin.h"
+#include "prof.h"
 
 typedef struct proxy proxy_t;
 
@@ -45,6 +46,7 @@ typedef struct proxy_conn {
   uint64_t* tail;
   uint64_t* head;
   uint32_t* sizes;     /* send end: KERN_NSLOTS byte counts written by the kernel */
+  const void* key;     /* the caller's name for this end (proxy_prof_op), or NULL */
 } proxy_conn_t;
 
 /* net: the communicator's net plugin (outlives the proxy). kernel_abort: the flag the kernels
@@ -63,6 +65,18 @@ ncclResult_t proxy_add(proxy_t* proxy, const proxy_conn_t* conns, int n);
  * CUDA host callback: no CUDA calls; begin takes a lock only to wake a sleeping thread. */
 void proxy_launch_begin(proxy_t* proxy);
 void proxy_launch_end(proxy_t* proxy);
+
+/* Profiling (core/prof). proxy_prof_attach: the communicator's profiler (NULL: none), before
+ * any proxy_prof_op. proxy_prof_op: a launch about to run moves nsteps steps through the end
+ * named key, for the event parent (a Coll or P2p event): the thread reports a ProxyOp event
+ * (channel, peer, nsteps, chunk) from its first step's post to its last step's completion, and a
+ * ProxyStep event per step (the net plugin's own events under it), each op taking the next
+ * nsteps steps of the end in call order. Every launch through the end must announce its steps
+ * while profiling, or later ops take the wrong steps; an end whose queue of announced ops
+ * overflows stops reporting ops (INFO). Not for launches under CUDA-graph capture. */
+void proxy_prof_attach(proxy_t* proxy, prof_t* prof);
+void proxy_prof_op(proxy_t* proxy, const void* key, void* parent, uint32_t nsteps, int chunk,
+                   int channel);
 
 /* ncclSuccess, or the first network error the thread met. */
 ncclResult_t proxy_error(const proxy_t* proxy);

@@ -22,6 +22,7 @@
 #include "bootstrap.h"
 #include "topo.h"
 #include "kernels.h"
+#include "prof.h"
 
 typedef struct transport transport_t; /* one per communicator */
 
@@ -113,6 +114,14 @@ ncclResult_t transport_launch_end(transport_t* t, cudaStream_t stream);
 /* Undo a transport_launch_begin whose kernel was never launched (an error in between): at once
  * when the begin was immediate, in the stream when it was captured. */
 void transport_launch_abandon(transport_t* t, cudaStream_t stream, int capturing);
+
+/* Profiling (core/prof): the communicator's profiler for the proxy's ProxyOp/ProxyStep events
+ * (NULL: none); and, before a launch outside CUDA-graph capture, the steps it moves through a
+ * network connection end: key is the transport_req_t.out the end was connected with, parent the
+ * launch's Coll or P2p event (proxy.h, proxy_prof_op). No-op for other ends. */
+void transport_prof_attach(transport_t* t, prof_t* prof);
+void transport_prof_op(transport_t* t, const kern_conn_t* key, void* parent, uint32_t nsteps,
+                       int chunk, int channel);
 /* ncclSuccess, or the network error that stopped the proxy. */
 ncclResult_t transport_async_error(const transport_t* t);
 

@@ -145,6 +145,7 @@ struct transport {
   uint8_t net_gdr[TRANSPORT_MAX_NET_DEVS][2]; /* per device: GPUDirect RDMA [receive, send]; all
                                                 0 unless CHOIR_NET_GDR=1 */
   proxy_t* proxy;
+  prof_t* prof; /* the communicator's profiler (transport_prof_attach), or NULL */
 };
 
 /* ---- The exchange ----------------------------------------------------------------------- */
@@ -281,7 +282,8 @@ ncclResult_t transport_net_host(transport_t* t, transport_group_t* g);
  * register the buffers and fill g->conns. */
 ncclResult_t transport_net_establish(transport_t* t, transport_group_t* groups, int ngroups);
 /* After round 2 succeeded: hand the ends to the proxy, keep the memory. */
-ncclResult_t transport_net_commit(transport_t* t, transport_group_t* g);
+ncclResult_t transport_net_commit(transport_t* t, transport_group_t* g,
+                                  const transport_req_t* reqs);
 /* Undo whatever of g's net ends exists (failure paths). */
 void transport_net_release(transport_t* t, transport_group_t* g);
 

@@ -183,6 +183,17 @@ ncclResult_t transport_launch_end(transport_t* t, cudaStream_t stream) {
                      "cudaLaunchHostFunc (proxy launch mark)");
 }
 
+void transport_prof_attach(transport_t* t, prof_t* prof) {
+  if (t == NULL) return;
+  t->prof = prof;
+  proxy_prof_attach(t->proxy, prof);
+}
+
+void transport_prof_op(transport_t* t, const kern_conn_t* key, void* parent, uint32_t nsteps,
+                       int chunk, int channel) {
+  if (t != NULL && t->proxy != NULL) proxy_prof_op(t->proxy, key, parent, nsteps, chunk, channel);
+}
+
 void transport_launch_abandon(transport_t* t, cudaStream_t stream, int capturing) {
   if (t == NULL || t->proxy == NULL) return;
   if (capturing)
@@ -706,7 +717,7 @@ ncclResult_t transport_connect(transport_t* t, transport_req_t* reqs, int nreqs,
   /* Success: hand out the connections and keep the resources. */
   for (int i = 0; i < ngroups; i++) {
     transport_group_t* g = &groups[i];
-    if (g->kind == KERN_TRANSPORT_NET) CHECK_GOTO(transport_net_commit(t, g), res, out_free);
+    if (g->kind == KERN_TRANSPORT_NET) CHECK_GOTO(transport_net_commit(t, g, reqs), res, out_free);
   }
   for (int i = 0; i < ngroups; i++) {
     transport_group_t* g = &groups[i];

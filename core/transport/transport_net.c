@@ -171,7 +171,9 @@ ncclResult_t transport_net_ensure(transport_t* t) {
          t->rank, net_name(t->net), net_version(t->net), net_lib_path(t->net));
     net_place(t);
   }
-  return proxy_create(t->net, t->rank, t->abort_flag, t->kernel_abort, &t->proxy);
+  CHECK(proxy_create(t->net, t->rank, t->abort_flag, t->kernel_abort, &t->proxy));
+  proxy_prof_attach(t->proxy, t->prof);
+  return ncclSuccess;
 }
 
 /* Pinned, mapped host memory of bytes (zeroed): a TRANSPORT_RES_HOST. */
@@ -303,7 +305,8 @@ ncclResult_t transport_net_establish(transport_t* t, transport_group_t* groups, 
   return ncclSuccess;
 }
 
-ncclResult_t transport_net_commit(transport_t* t, transport_group_t* g) {
+ncclResult_t transport_net_commit(transport_t* t, transport_group_t* g,
+                                  const transport_req_t* reqs) {
   proxy_conn_t* pc = NULL;
   CHECK(MEM_CALLOC(&pc, (size_t)g->n));
   for (int i = 0; i < g->n; i++) {
@@ -323,7 +326,8 @@ ncclResult_t transport_net_commit(transport_t* t, transport_group_t* g) {
         .flush = e->gdr && !m->is_send,
         .tail = (uint64_t*)(host + net_line(hs, 0)),
         .head = (uint64_t*)(host + net_line(hs, 1)),
-        .sizes = m->is_send ? (uint32_t*)(host + net_line(hs, 2)) : NULL};
+        .sizes = m->is_send ? (uint32_t*)(host + net_line(hs, 2)) : NULL,
+        .key = reqs[g->req_idx[i]].out};
   }
   ncclResult_t res = proxy_add(t->proxy, pc, g->n);
   free(pc);

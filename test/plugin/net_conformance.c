@@ -371,10 +371,10 @@ static void run_msgs(worker_t* w, void* comm, bool send, msg_t* m, int n, int wi
       msg_t* p = &m[posted];
       p->req = NULL;
       if (send) {
-        NET_CALL(w, net_isend(w->net, comm, p->buf, p->size, p->tag, p->mh, &p->req));
+        NET_CALL(w, net_isend(w->net, comm, p->buf, p->size, p->tag, p->mh, NULL, &p->req));
       } else {
         NET_CALL(w,
-                 net_irecv(w->net, comm, 1, (void**)&p->buf, &p->size, &p->tag, &p->mh, &p->req));
+                 net_irecv(w->net, comm, 1, (void**)&p->buf, &p->size, &p->tag, &p->mh, NULL, &p->req));
       }
       if (p->req == NULL) break; /* retry later */
       posted++;
@@ -635,7 +635,7 @@ static bool case_multirecv(worker_t* w) {
     for (int i = 0; i < n; i++) got[i] = -1;
     while (req == NULL) {
       check_deadline(w, w->deadline, "multi-receive post");
-      NET_CALL(w, net_irecv(w->net, c.comm, n, (void**)bufs, sizes, tags, mhs, &req));
+      NET_CALL(w, net_irecv(w->net, c.comm, n, (void**)bufs, sizes, tags, mhs, NULL, &req));
     }
     ctl_sync(w, 1);
     int done = 0;
@@ -808,7 +808,7 @@ static bool case_outstanding(worker_t* w) {
               "irecv #%d gave no request for 5 s with %d outstanding "
               "(NCCL_NET_MAX_REQUESTS is %d)",
               i, i, N);
-      NET_CALL(w, net_irecv(w->net, rc->comm, 1, (void**)&r[i].buf, &r[i].size, &r[i].tag, &r[i].mh,
+      NET_CALL(w, net_irecv(w->net, rc->comm, 1, (void**)&r[i].buf, &r[i].size, &r[i].tag, &r[i].mh, NULL,
                             &r[i].req));
       if (r[i].req == NULL) usleep(1000);
     }
@@ -823,7 +823,7 @@ static bool case_outstanding(worker_t* w) {
               "isend #%d gave no request for 10 s with %d outstanding and "
               "all %d receives posted at the peer",
               i, i, N);
-      NET_CALL(w, net_isend(w->net, sc->comm, s[i].buf, s[i].size, 0, s[i].mh, &s[i].req));
+      NET_CALL(w, net_isend(w->net, sc->comm, s[i].buf, s[i].size, 0, s[i].mh, NULL, &s[i].req));
       if (s[i].req == NULL) {
         for (int k = 0; k < N; k++)
           if (!r[k].done) test_one(w, &r[k], "irecv");
@@ -1010,7 +1010,7 @@ static bool case_close_pending(worker_t* w) {
     size_t sz = rsize;
     int tag = 0;
     for (int k = 0; k < 100 && req == NULL; k++) {
-      NET_CALL(w, net_irecv(w->net, rc->comm, 1, (void**)&p, &sz, &tag, &rmh, &req));
+      NET_CALL(w, net_irecv(w->net, rc->comm, 1, (void**)&p, &sz, &tag, &rmh, NULL, &req));
       if (req == NULL) usleep(1000);
     }
     posted_r += req != NULL;
@@ -1019,7 +1019,7 @@ static bool case_close_pending(worker_t* w) {
   for (int i = 0; i < nsend; i++) {
     void* req = NULL;
     for (int k = 0; k < 100 && req == NULL; k++) {
-      NET_CALL(w, net_isend(w->net, sc->comm, sbuf, ssize, 0, smh, &req));
+      NET_CALL(w, net_isend(w->net, sc->comm, sbuf, ssize, 0, smh, NULL, &req));
       if (req == NULL) usleep(1000);
     }
     posted_s += req != NULL;
@@ -1062,9 +1062,9 @@ static void peer_death(worker_t* w, int victim) {
     while (m.req == NULL) {
       check_deadline(w, w->deadline, "post before death");
       if (send)
-        NET_CALL(w, net_isend(w->net, c.comm, m.buf, n, 0, m.mh, &m.req));
+        NET_CALL(w, net_isend(w->net, c.comm, m.buf, n, 0, m.mh, NULL, &m.req));
       else
-        NET_CALL(w, net_irecv(w->net, c.comm, 1, (void**)&m.buf, &m.size, &m.tag, &m.mh, &m.req));
+        NET_CALL(w, net_irecv(w->net, c.comm, 1, (void**)&m.buf, &m.size, &m.tag, &m.mh, NULL, &m.req));
     }
     for (int i = 0; i < 3 && !m.done; i++) test_one(w, &m, send ? "isend" : "irecv");
     report_line(w, 'K', "kill me");
@@ -1088,8 +1088,8 @@ static void peer_death(worker_t* w, int victim) {
     ncclResult_t res;
     if (m.req == NULL) {
       m.done = false;
-      res = send ? net_isend(w->net, c.comm, m.buf, n, 0, m.mh, &m.req)
-                 : net_irecv(w->net, c.comm, 1, (void**)&m.buf, &m.size, &m.tag, &m.mh, &m.req);
+      res = send ? net_isend(w->net, c.comm, m.buf, n, 0, m.mh, NULL, &m.req)
+                 : net_irecv(w->net, c.comm, 1, (void**)&m.buf, &m.size, &m.tag, &m.mh, NULL, &m.req);
       if (res == ncclSuccess && m.req != NULL) requests++;
       if (res == ncclSuccess && m.req == NULL) usleep(1000);
     } else {

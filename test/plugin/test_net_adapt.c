@@ -102,8 +102,8 @@ static void test_data(net_t* net, int v, mock_net_stats_t* st) {
   size_t rsizes[3] = {2000};
   int rtags[3] = {0};
   void* rmhs[3] = {rmh, rmh, rmh};
-  CHECK_EQ_INT(net_irecv(net, rc, 1, rdata, rsizes, rtags, rmhs, &rreq), ncclSuccess);
-  CHECK_EQ_INT(net_isend(net, sc, sbuf, 1000, 0, smh, &sreq), ncclSuccess);
+  CHECK_EQ_INT(net_irecv(net, rc, 1, rdata, rsizes, rtags, rmhs, NULL, &rreq), ncclSuccess);
+  CHECK_EQ_INT(net_isend(net, sc, sbuf, 1000, 0, smh, NULL, &sreq), ncclSuccess);
   CHECK_EQ_INT(st->last_send_size, 1000);
   int got[3] = {-1, -1, -1};
   CHECK_TRUE(sreq != NULL && wait_req(net, sreq, NULL));
@@ -117,13 +117,13 @@ static void test_data(net_t* net, int v, mock_net_stats_t* st) {
   rtags[0] = 7, rtags[1] = 8, rtags[2] = 9;
   memset(rbuf, 0, 300);
   rreq = NULL;
-  CHECK_EQ_INT(net_irecv(net, rc, 3, rdata, rsizes, rtags, rmhs, &rreq), ncclSuccess);
+  CHECK_EQ_INT(net_irecv(net, rc, 3, rdata, rsizes, rtags, rmhs, NULL, &rreq), ncclSuccess);
   const int order[3] = {9, 7, 8};
   void* sreqs[3] = {NULL};
   for (int i = 0; i < 3; i++) {
     int t = order[i];
     memset(sbuf + 1000 * i, 'a' + t, 50);
-    CHECK_EQ_INT(net_isend(net, sc, sbuf + 1000 * i, (size_t)(t * 3), t, smh, &sreqs[i]),
+    CHECK_EQ_INT(net_isend(net, sc, sbuf + 1000 * i, (size_t)(t * 3), t, smh, NULL, &sreqs[i]),
                  ncclSuccess);
   }
   for (int i = 0; i < 3; i++) CHECK_TRUE(sreqs[i] != NULL && wait_req(net, sreqs[i], NULL));
@@ -138,10 +138,10 @@ static void test_data(net_t* net, int v, mock_net_stats_t* st) {
   int hints = st->hint_seen;
   rdata[0] = rbuf, rsizes[0] = 100, rtags[0] = 1;
   rreq = (void*)NCCL_NET_OPTIONAL_RECV_COMPLETION;
-  CHECK_EQ_INT(net_irecv(net, rc, 1, rdata, rsizes, rtags, rmhs, &rreq), ncclSuccess);
+  CHECK_EQ_INT(net_irecv(net, rc, 1, rdata, rsizes, rtags, rmhs, NULL, &rreq), ncclSuccess);
   CHECK_EQ_INT(st->hint_seen - hints, v >= 9 ? 1 : 0);
   CHECK_TRUE(rreq != NULL && rreq != (void*)NCCL_NET_OPTIONAL_RECV_COMPLETION);
-  CHECK_EQ_INT(net_isend(net, sc, sbuf, 5, 1, smh, &sreq), ncclSuccess);
+  CHECK_EQ_INT(net_isend(net, sc, sbuf, 5, 1, smh, NULL, &sreq), ncclSuccess);
   CHECK_TRUE(wait_req(net, sreq, NULL) && wait_req(net, rreq, NULL));
 
   /* Flush. */
@@ -168,10 +168,10 @@ static void test_data(net_t* net, int v, mock_net_stats_t* st) {
   if (v <= 8) {
     size_t too_big = (size_t)INT_MAX + 1;
     err_clear_last();
-    CHECK_EQ_INT(net_isend(net, sc, sbuf, too_big, 0, smh, &sreq), ncclInvalidUsage);
+    CHECK_EQ_INT(net_isend(net, sc, sbuf, too_big, 0, smh, NULL, &sreq), ncclInvalidUsage);
     CHECK_CONTAINS(err_last(), "sends at most");
     rsizes[0] = too_big;
-    CHECK_EQ_INT(net_irecv(net, rc, 1, rdata, rsizes, rtags, rmhs, &rreq), ncclInvalidUsage);
+    CHECK_EQ_INT(net_irecv(net, rc, 1, rdata, rsizes, rtags, rmhs, NULL, &rreq), ncclInvalidUsage);
     CHECK_CONTAINS(err_last(), "receives at most");
   }
 
@@ -345,10 +345,10 @@ static void test_mixed_and_edges(void) {
     size_t sz[1] = {8};
     int tg[1] = {0};
     void* mhs[1] = {NULL};
-    CHECK_EQ_INT(net_irecv(n6, rc6, 1, d6, sz, tg, mhs, &q1), ncclSuccess);
-    CHECK_EQ_INT(net_irecv(n12, rc12, 1, d12, sz, tg, mhs, &q2), ncclSuccess);
-    CHECK_EQ_INT(net_isend(n12, sc12, s, 8, 0, NULL, &q3), ncclSuccess);
-    CHECK_EQ_INT(net_isend(n6, sc6, s, 8, 0, NULL, &q4), ncclSuccess);
+    CHECK_EQ_INT(net_irecv(n6, rc6, 1, d6, sz, tg, mhs, NULL, &q1), ncclSuccess);
+    CHECK_EQ_INT(net_irecv(n12, rc12, 1, d12, sz, tg, mhs, NULL, &q2), ncclSuccess);
+    CHECK_EQ_INT(net_isend(n12, sc12, s, 8, 0, NULL, NULL, &q3), ncclSuccess);
+    CHECK_EQ_INT(net_isend(n6, sc6, s, 8, 0, NULL, NULL, &q4), ncclSuccess);
     CHECK_TRUE(wait_req(n6, q1, NULL) && wait_req(n12, q2, NULL));
     CHECK_TRUE(wait_req(n12, q3, NULL) && wait_req(n6, q4, NULL));
     CHECK_EQ_STR(r6, "abcdefg");

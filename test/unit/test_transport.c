@@ -1286,6 +1286,13 @@ static uint32_t net_step_bytes(int c, uint64_t s) {
   return s % 5 == 4 ? slot : (uint32_t)v;
 }
 
+/* Profiled runs (CHOIR_TEST_PROF=1): steps per announced op. */
+#define NET_PROF_OP 7
+static int net_profiled(void) {
+  const char* s = getenv("CHOIR_TEST_PROF");
+  return s != NULL && atoi(s) == 1;
+}
+
 /* How long a phase may wait for its steps: CHOIR_TEST_NET_WAIT_S seconds (default 30; the
  * planted-bug test, which expects a stall, shortens it). */
 static double net_wait_s(void) {
@@ -1399,6 +1406,20 @@ static int net_rank(int rank, const job_t* j) {
                (unsigned long long)want_host);
   }
   EXPECT(t->proxy != NULL);
+  /* Profiled (CHOIR_TEST_PROF=1, a mock profiler as NCCL_PROFILER_PLUGIN): the first launch's
+   * NET_STEPS steps of every end announced in ops of NET_PROF_OP steps (the last one shorter),
+   * for the proxy's ProxyOp and ProxyStep events; the later launches announce nothing. */
+  prof_t* prof = NULL;
+  if (net_profiled()) {
+    prof_create(0xc401, NULL, 2, 2, rank, &prof);
+    EXPECT(prof != NULL);
+    transport_prof_attach(t, prof);
+    for (int i = 0; i < 2 * NET_CHANNELS; i++)
+      for (int s0 = 0; s0 < NET_STEPS; s0 += NET_PROF_OP)
+        transport_prof_op(t, &out[i], NULL,
+                          NET_STEPS - s0 < NET_PROF_OP ? NET_STEPS - s0 : NET_PROF_OP,
+                          (int)net_slot(i / 2), i / 2);
+  }
   proxy_launch_begin(t->proxy);
   uint64_t sent[NET_CHANNELS] = {0}, got[NET_CHANNELS] = {0};
   size_t wrong = 0;
@@ -1503,12 +1524,83 @@ static int net_rank(int rank, const job_t* j) {
 out:
   EXPECT(bootstrap_barrier(bs) == ncclSuccess);
   transport_destroy(t);
+  prof_destroy(prof); /* after the proxy: its last events are in */
   EXPECT(bootstrap_close(bs) == ncclSuccess);
   return bad;
 }
 
+/* The mock profiler's log of a profiled net_loop (mock_profiler.c's format), per rank: every
+ * announced op became one ProxyOp event (channel, peer, steps, direction as announced), ended
+ * once, with exactly its steps as ProxyStep children, each ended once; every end's ops together
+ * cover NET_STEPS steps. */
+static void net_prof_check(const char* log) {
+  FILE* f = fopen(log, "r");
+  CHECK_TRUE(f != NULL);
+  if (f == NULL) return;
+  enum { MAXE = 16384 };
+  static long id[MAXE], parent[MAXE];
+  static int type[MAXE], rank_of[MAXE], stops[MAXE], a[MAXE], b[MAXE], nsteps[MAXE], dir[MAXE];
+  int n = 0, bad_stop = 0;
+  char line[512];
+  while (fgets(line, sizeof(line), f)) {
+    long i, p;
+    int ty, rk, k = 0;
+    if (sscanf(line, "S %ld %d %ld %d %n", &i, &ty, &p, &rk, &k) == 4 && n < MAXE) {
+      id[n] = i;
+      type[n] = ty;
+      parent[n] = p;
+      rank_of[n] = rk;
+      stops[n] = 0;
+      a[n] = b[n] = nsteps[n] = dir[n] = -1;
+      if (ty == 8) sscanf(line + k, "%d %d %d %d", &a[n], &b[n], &nsteps[n], &dir[n]);
+      n++;
+    } else if (sscanf(line, "E %ld", &i) == 1) {
+      int found = 0;
+      for (int e = n - 1; e >= 0 && !found; e--)
+        if (id[e] == i) stops[e]++, found = 1;
+      bad_stop += !found;
+    }
+  }
+  fclose(f);
+  CHECK_EQ_INT(bad_stop, 0);
+  for (int r = 0; r < 2; r++) {
+    int ops = 0, steps_in_ops = 0;
+    int per_end[2 * NET_CHANNELS] = {0};
+    for (int e = 0; e < n; e++) {
+      if (rank_of[e] != r) continue;
+      CHECK_MSG(stops[e] == 1, "rank %d: event %ld (type 0x%x) ended %d times", r, id[e], type[e],
+                stops[e]);
+      if (type[e] != 8) continue; /* ncclProfileProxyOp */
+      ops++;
+      int children = 0;
+      for (int s = 0; s < n; s++) children += type[s] == 16 && parent[s] == id[e];
+      CHECK_MSG(children == nsteps[e], "rank %d: ProxyOp %ld of %d steps has %d ProxySteps", r,
+                id[e], nsteps[e], children);
+      CHECK_MSG(a[e] >= 0 && a[e] < NET_CHANNELS && b[e] == 1 - r && (dir[e] == 0 || dir[e] == 1),
+                "rank %d: ProxyOp %ld: channel %d peer %d isSend %d", r, id[e], a[e], b[e], dir[e]);
+      if (a[e] >= 0 && a[e] < NET_CHANNELS && (dir[e] == 0 || dir[e] == 1))
+        per_end[2 * a[e] + (1 - dir[e])] += nsteps[e];
+      steps_in_ops += children;
+    }
+    const int ops_per_end = (NET_STEPS + NET_PROF_OP - 1) / NET_PROF_OP;
+    CHECK_MSG(ops == 2 * NET_CHANNELS * ops_per_end, "rank %d: %d ProxyOp events, expected %d", r,
+              ops, 2 * NET_CHANNELS * ops_per_end);
+    CHECK_EQ_INT(steps_in_ops, 2 * NET_CHANNELS * NET_STEPS);
+    for (int i = 0; i < 2 * NET_CHANNELS; i++)
+      CHECK_MSG(per_end[i] == NET_STEPS, "rank %d end %d: ops cover %d steps, not %d", r, i,
+                per_end[i], NET_STEPS);
+  }
+  printf("net: profiled: %d events in the mock's log\n", n);
+}
+
 static void case_net_loop(void) {
   transport_set_cuda_ops(&fake_ops);
+  char prof_log[128];
+  snprintf(prof_log, sizeof(prof_log), "/tmp/choir-test-net-prof-%d.log", (int)getpid());
+  if (net_profiled()) {
+    unlink(prof_log);
+    setenv("MOCK_PROF_LOG", prof_log, 1);
+  }
   if (getenv("CHOIR_PLUGIN_DIR") == NULL) {
     /* Without Choir's net-socket there is nothing to connect through. */
     printf("net: set CHOIR_PLUGIN_DIR to the folder of libnccl-net-socket.so (meson does)\n");
@@ -1523,6 +1615,10 @@ static void case_net_loop(void) {
   job_make(&j, 2, 0, 0, 0);
   run_rank_threads(&j, net_rank);
   CHECK_EQ_INT(fake_live(), 0);
+  if (net_profiled()) {
+    net_prof_check(prof_log);
+    unlink(prof_log);
+  }
   /* Through the GPUDirect shim (test/plugin/net_gdr_shim.c), its counters show what the
    * transport asked of it: with GPUDirect every end registered as CUDA memory and one flush per
    * receive that carried bytes; without (the path beyond NCCL_NET_GDR_LEVEL) neither. */
