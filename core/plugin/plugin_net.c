@@ -119,7 +119,8 @@ void net_set_prof_hook(ncclProfilerCallback_t fn) {
 ncclResult_t net_prof_cb(void** eHandle, int type, void* pHandle, int64_t pluginId,
                          void* extData) {
   ncclProfilerCallback_t fn = __atomic_load_n(&net_prof_hook, __ATOMIC_ACQUIRE);
-  if (fn == NULL || pHandle == NULL) return net_prof_noop(eHandle, type, pHandle, pluginId, extData);
+  /* Stops and updates come without pHandle: the hook tells them by *eHandle. */
+  if (fn == NULL) return net_prof_noop(eHandle, type, pHandle, pluginId, extData);
   return fn(eHandle, type, pHandle, pluginId, extData);
 }
 

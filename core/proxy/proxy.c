@@ -514,18 +514,19 @@ ncclResult_t proxy_create(net_t* net, int rank, volatile uint32_t* comm_abort,
 }
 
 static void proxy_end_close(proxy_t* p, proxy_end_t* e) {
-  /* Events of steps and ops still open (a communicator destroyed mid-transfer): ended. */
+  if (e->c.mhandle != NULL) (void)net_dereg_mr(p->net, e->c.comm, e->c.mhandle);
+  if (e->c.is_send)
+    (void)net_close_send(p->net, e->c.comm);
+  else
+    (void)net_close_recv(p->net, e->c.comm);
+  /* Events of steps and ops still open (receives posted ahead, a communicator destroyed
+   * mid-transfer) end after the plugin's own under them. */
   if (p->prof != NULL) {
     for (int s = 0; s < KERN_NSLOTS; s++) prof_stop(p->prof, e->step[s].step);
     if (e->ops != NULL)
       for (int i = 0; i < PROXY_PROF_OPS; i++) prof_stop(p->prof, e->ops[i].ev);
   }
   free(e->ops);
-  if (e->c.mhandle != NULL) (void)net_dereg_mr(p->net, e->c.comm, e->c.mhandle);
-  if (e->c.is_send)
-    (void)net_close_send(p->net, e->c.comm);
-  else
-    (void)net_close_recv(p->net, e->c.comm);
   free(e);
 }
 

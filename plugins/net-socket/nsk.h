@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "nccl_net.h"
+#include "nccl_profiler_net_socket_v1.h"
 #include "sock_if.h"
 
 /* ---- Logging: only through the core's logger (nsk_dev.c) ------------------------------------ */
@@ -143,7 +144,15 @@ typedef struct nsk_req {
   size_t nbytes;    /* bytes the sender sent (recv: known once the header is in) */
   bool header_done; /* send: size written to the control socket; recv: read from it */
   int pending;      /* pieces not yet moved (atomic) */
+  void* pev;        /* the core's NetPlugin event of this request (nsk_prof_cb), or NULL */
+  ncclProfilerNetSockDescr_v1_t pdesc; /* its payload, alive as long as the event */
 } nsk_req_t;
+
+/* The profiler callback of the core (v10+ init), or NULL: each request posted with a profiler
+ * handle reports one ncclProfileSocket event (the control socket's fd, NSK_PROF_OP_*, its
+ * length; a receive's length updated to what arrived at completion). */
+extern ncclProfilerCallback_t nsk_prof_cb;
+enum { NSK_PROF_OP_SEND = 0, NSK_PROF_OP_RECV = 1 };
 
 typedef struct nsk_comm {
   bool is_send;
@@ -182,8 +191,10 @@ ncclResult_t nsk_reg_mr(void* comm, void* data, size_t size, int type, void** mh
 ncclResult_t nsk_reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset,
                                int fd, void** mhandle);
 ncclResult_t nsk_dereg_mr(void* comm, void* mhandle);
-ncclResult_t nsk_isend(void* send_comm, void* data, size_t size, void** request);
-ncclResult_t nsk_irecv(void* recv_comm, int n, void** data, const size_t* sizes, void** request);
+/* phandle: the core's profiler handle of the request (v10+), or NULL. */
+ncclResult_t nsk_isend(void* send_comm, void* data, size_t size, void* phandle, void** request);
+ncclResult_t nsk_irecv(void* recv_comm, int n, void** data, const size_t* sizes, void* phandle,
+                       void** request);
 ncclResult_t nsk_iflush(void* recv_comm, int n, void** request);
 ncclResult_t nsk_test(void* request, int* done, int* sizes);
 

@@ -38,20 +38,20 @@ static ncclResult_t nsk_init_ctx(void** ctx, uint64_t comm_id, int traffic_class
 
 static ncclResult_t nsk_init_v12(void** ctx, uint64_t comm_id, ncclNetCommConfig_v12_t* config,
                                  ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
-  (void)prof;
+  __atomic_store_n(&nsk_prof_cb, prof, __ATOMIC_RELEASE);
   return nsk_init_ctx(ctx, comm_id, config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF,
                       log);
 }
 
 static ncclResult_t nsk_init_v11(void** ctx, uint64_t comm_id, ncclNetCommConfig_v11_t* config,
                                  ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
-  (void)prof;
+  __atomic_store_n(&nsk_prof_cb, prof, __ATOMIC_RELEASE);
   return nsk_init_ctx(ctx, comm_id, config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF,
                       log);
 }
 
 static ncclResult_t nsk_init_v10(ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
-  (void)prof;
+  __atomic_store_n(&nsk_prof_cb, prof, __ATOMIC_RELEASE);
   return nsk_init(log);
 }
 
@@ -182,15 +182,14 @@ static ncclResult_t nsk_isend_v10(void* send_comm, void* data, size_t size, int 
                                   void* phandle, void** request) {
   (void)tag;
   (void)mhandle;
-  (void)phandle;
-  return nsk_isend(send_comm, data, size, request);
+  return nsk_isend(send_comm, data, size, phandle, request);
 }
 
 static ncclResult_t nsk_isend_v9(void* send_comm, void* data, size_t size, int tag, void* mhandle,
                                  void** request) {
   (void)tag;
   (void)mhandle;
-  return nsk_isend(send_comm, data, size, request);
+  return nsk_isend(send_comm, data, size, NULL, request);
 }
 
 static ncclResult_t nsk_isend_v8(void* send_comm, void* data, int size, int tag, void* mhandle,
@@ -202,22 +201,21 @@ static ncclResult_t nsk_isend_v8(void* send_comm, void* data, int size, int tag,
     NSK_WARN("net-socket: isend of a negative size (%d)", size);
     return ncclInvalidArgument;
   }
-  return nsk_isend(send_comm, data, (size_t)size, request);
+  return nsk_isend(send_comm, data, (size_t)size, NULL, request);
 }
 
 static ncclResult_t nsk_irecv_v10(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
                                   void** mhandles, void** phandles, void** request) {
   (void)tags;
   (void)mhandles;
-  (void)phandles;
-  return nsk_irecv(recv_comm, n, data, sizes, request);
+  return nsk_irecv(recv_comm, n, data, sizes, phandles != NULL ? phandles[0] : NULL, request);
 }
 
 static ncclResult_t nsk_irecv_v9(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
                                  void** mhandles, void** request) {
   (void)tags;
   (void)mhandles;
-  return nsk_irecv(recv_comm, n, data, sizes, request);
+  return nsk_irecv(recv_comm, n, data, sizes, NULL, request);
 }
 
 static ncclResult_t nsk_irecv_v8(void* recv_comm, int n, void** data, int* sizes, int* tags,
@@ -233,7 +231,7 @@ static ncclResult_t nsk_irecv_v8(void* recv_comm, int n, void** data, int* sizes
     }
     size = (size_t)sizes[0];
   }
-  return nsk_irecv(recv_comm, n, data, &size, request);
+  return nsk_irecv(recv_comm, n, data, &size, NULL, request);
 }
 
 static ncclResult_t nsk_iflush_any(void* recv_comm, int n, void** data, int* sizes, void** mhandles,

@@ -224,6 +224,15 @@ void nsk_comm_destroy(nsk_comm_t* c) {
   for (int s = 0; s < c->nsocks_total; s++)
     if (c->socks[s].fd >= 0) close(c->socks[s].fd);
   if (c->ctrl_fd >= 0) close(c->ctrl_fd);
+  /* Requests never completed (receives posted ahead of data that never came): their events
+   * end with the comm. */
+  ncclProfilerCallback_t cb = __atomic_load_n(&nsk_prof_cb, __ATOMIC_ACQUIRE);
+  for (unsigned i = c->rq_head; cb != NULL && i != c->rq_tail; i++) {
+    nsk_req_t* r = &c->reqs[i % NSK_MAX_REQS];
+    if (r->state == NSK_REQ_FREE || r->pev == NULL) continue;
+    (void)cb(&r->pev, ncclProfilerNetEventStop, NULL, 0, &r->pdesc);
+    r->pev = NULL;
+  }
   free(c);
 }
 
@@ -334,7 +343,21 @@ static nsk_req_t* nsk_req_alloc(nsk_comm_t* c) {
   return r;
 }
 
-ncclResult_t nsk_isend(void* send_comm, void* data, size_t size, void** request) {
+ncclProfilerCallback_t nsk_prof_cb;
+
+/* The request's NetPlugin event, when the core gave a profiler handle. */
+static void nsk_prof_start(nsk_req_t* r, void* phandle, int op, size_t length) {
+  ncclProfilerCallback_t cb = __atomic_load_n(&nsk_prof_cb, __ATOMIC_ACQUIRE);
+  if (cb == NULL || phandle == NULL) return;
+  r->pdesc.type = ncclProfileSocket;
+  r->pdesc.sock.fd = r->comm->ctrl_fd;
+  r->pdesc.sock.op = op;
+  r->pdesc.sock.length = length;
+  (void)cb(&r->pev, ncclProfilerNetEventStart, phandle,
+           (int64_t)(NCCL_PROFILER_NET_TYPE_SOCK | NCCL_PROFILER_NET_SOCKET_VER), &r->pdesc);
+}
+
+ncclResult_t nsk_isend(void* send_comm, void* data, size_t size, void* phandle, void** request) {
   nsk_comm_t* c = send_comm;
   *request = NULL;
   if (size > NSK_MAX_BYTES) {
@@ -348,12 +371,14 @@ ncclResult_t nsk_isend(void* send_comm, void* data, size_t size, void** request)
   r->data = data;
   r->size = size;
   r->nbytes = size;
+  nsk_prof_start(r, phandle, NSK_PROF_OP_SEND, size);
   if (!nsk_inline(c, size)) nsk_req_dispatch(c, r);
   *request = r;
   return nsk_comm_progress(c);
 }
 
-ncclResult_t nsk_irecv(void* recv_comm, int n, void** data, const size_t* sizes, void** request) {
+ncclResult_t nsk_irecv(void* recv_comm, int n, void** data, const size_t* sizes, void* phandle,
+                       void** request) {
   nsk_comm_t* c = recv_comm;
   *request = NULL;
   if (n != 1) {
@@ -366,6 +391,7 @@ ncclResult_t nsk_irecv(void* recv_comm, int n, void** data, const size_t* sizes,
   if (r == NULL) return nsk_comm_progress(c);
   r->data = data[0];
   r->size = sizes[0];
+  nsk_prof_start(r, phandle, NSK_PROF_OP_RECV, sizes[0]);
   *request = r;
   return nsk_comm_progress(c);
 }
@@ -386,6 +412,14 @@ ncclResult_t nsk_test(void* request, int* done, int* sizes) {
   if (!r->header_done || __atomic_load_n(&r->pending, __ATOMIC_ACQUIRE) != 0) return ncclSuccess;
   *done = 1;
   if (sizes != NULL) sizes[0] = (int)r->nbytes;
+  if (r->pev != NULL) {
+    /* A receive learns its length from the sender: the event gets it before it ends. */
+    r->pdesc.sock.length = r->nbytes;
+    ncclProfilerCallback_t cb = __atomic_load_n(&nsk_prof_cb, __ATOMIC_ACQUIRE);
+    (void)cb(&r->pev, c->is_send ? ncclProfilerNetEventStop : ncclProfilerNetEventUpdateAndStop,
+             NULL, 0, &r->pdesc);
+    r->pev = NULL;
+  }
   r->state = NSK_REQ_FREE;
   while (c->rq_head != c->rq_tail && c->reqs[c->rq_head % NSK_MAX_REQS].state == NSK_REQ_FREE)
     c->rq_head++;

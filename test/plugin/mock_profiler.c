@@ -8,7 +8,8 @@
  *   R <id> <state>                                             recordEventState
  *   F                                                          finalize
  * Fields: Coll "<func> <algo> <proto> <nChannels> <count> <datatype> <seq>", P2p "<func> <peer>
- * <count> <datatype>", ProxyOp "<channel> <peer> <nSteps> <isSend>", ProxyStep "<step>", CollApi/P2pApi "<func> <count> <datatype>", GroupApi "<depth>", others
+ * <count> <datatype>", ProxyOp "<channel> <peer> <nSteps> <isSend>", ProxyStep "<step>",
+ * NetPlugin "<id>", CollApi/P2pApi "<func> <count> <datatype>", GroupApi "<depth>", others
  * "-". v1's numeric func/datatype/algo/proto are written as numbers. Event handles live until
  * finalize, so a parent handle can be read after its stop.
  * MOCK_PROF_MASK: the activation mask to set (default: every type); MOCK_PROF_FAIL_INIT=1: init
@@ -138,6 +139,11 @@ static ncclResult_t mock_start(void* context, void** eHandle, MOCK_DESCR* d) {
     case ncclProfileProxyStep:
       snprintf(fields, sizeof(fields), "%d", d->proxyStep.step);
       break;
+#if MOCK_PROF_V >= 3
+    case ncclProfileNetPlugin:
+      snprintf(fields, sizeof(fields), "0x%llx", (unsigned long long)d->netPlugin.id);
+      break;
+#endif
 #if MOCK_PROF_V >= 5
     case ncclProfileCollApi:
       snprintf(fields, sizeof(fields), "%s %zu %s", s_or(d->collApi.func), d->collApi.count,

@@ -1532,7 +1532,7 @@ out:
 /* The mock profiler's log of a profiled net_loop (mock_profiler.c's format), per rank: every
  * announced op became one ProxyOp event (channel, peer, steps, direction as announced), ended
  * once, with exactly its steps as ProxyStep children, each ended once; every end's ops together
- * cover NET_STEPS steps. */
+ * cover NET_STEPS steps; net-socket's own socket event under every ProxyStep. */
 static void net_prof_check(const char* log) {
   FILE* f = fopen(log, "r");
   CHECK_TRUE(f != NULL);
@@ -1553,6 +1553,7 @@ static void net_prof_check(const char* log) {
       stops[n] = 0;
       a[n] = b[n] = nsteps[n] = dir[n] = -1;
       if (ty == 8) sscanf(line + k, "%d %d %d %d", &a[n], &b[n], &nsteps[n], &dir[n]);
+      if (ty == 128) sscanf(line + k, "%x", (unsigned*)&a[n]); /* NetPlugin: its id */
       n++;
     } else if (sscanf(line, "E %ld", &i) == 1) {
       int found = 0;
@@ -1582,6 +1583,21 @@ static void net_prof_check(const char* log) {
         per_end[2 * a[e] + (1 - dir[e])] += nsteps[e];
       steps_in_ops += children;
     }
+    /* net-socket reports one socket event per request: one under every ProxyStep. */
+    int steps = 0, netev = 0;
+    for (int e = 0; e < n; e++) {
+      if (rank_of[e] != r) continue;
+      steps += type[e] == 16;
+      if (type[e] != 128) continue;
+      netev++;
+      int ptype = 0;
+      for (int q = 0; q < n; q++)
+        if (id[q] == parent[e]) ptype = type[q];
+      CHECK_MSG(ptype == 16 && a[e] == (int)(NCCL_PROFILER_NET_TYPE_SOCK | NCCL_PROFILER_NET_SOCKET_VER),
+                "rank %d: NetPlugin event %ld: id 0x%x, parent of type 0x%x", r, id[e], a[e], ptype);
+    }
+    CHECK_MSG(steps > 0 && netev == steps, "rank %d: %d NetPlugin events for %d ProxySteps", r,
+              netev, steps);
     const int ops_per_end = (NET_STEPS + NET_PROF_OP - 1) / NET_PROF_OP;
     CHECK_MSG(ops == 2 * NET_CHANNELS * ops_per_end, "rank %d: %d ProxyOp events, expected %d", r,
               ops, 2 * NET_CHANNELS * ops_per_end);
