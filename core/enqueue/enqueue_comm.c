@@ -366,6 +366,17 @@ static int enq_p2p_nch_with(enq_comm_t* dp, int peer) {
   return enq_clamp(ENQ_SHM_P2P_NCH, 1, dp->p2p_nch);
 }
 
+const kern_conn_t* enq_p2p_conn_key(const enq_comm_t* dp, int is_send, int peer, int c) {
+  const kern_conn_t* base = is_send ? dp->host_kc.p2p_send : dp->host_kc.p2p_recv;
+  return base + (size_t)peer * KERN_MAX_P2P_CHANNELS + (size_t)c;
+}
+
+uint32_t enq_p2p_slot_bytes(const enq_comm_t* dp, int peer) {
+  const int p2p = transport_kind(dp->transport, peer) == KERN_TRANSPORT_P2P;
+  return enq_slot_bytes(p2p ? param_int(PARAM_P2P_NVL_CHUNKSIZE)
+                            : param_int(PARAM_P2P_PCI_CHUNKSIZE));
+}
+
 ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npeers) {
   transport_req_t* reqs = NULL;
   kern_conn_t* conns = NULL;
@@ -381,16 +392,16 @@ ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npee
   int k = 0;
   for (int i = 0; i < npeers; i++) {
     const int nch = enq_p2p_nch_with(dp, peers[i]);
-    const int p2p = transport_kind(dp->transport, peers[i]) == KERN_TRANSPORT_P2P;
     /* Send/recv connections are made with SIMPLE only: the p2p kernel runs Simple (no plan
      * chooses a protocol for send/recv yet), and LL buffers would cost memory for nothing. */
-    uint32_t slot = enq_slot_bytes(p2p ? param_int(PARAM_P2P_NVL_CHUNKSIZE)
-                                       : param_int(PARAM_P2P_PCI_CHUNKSIZE));
+    const uint32_t slot = enq_p2p_slot_bytes(dp, peers[i]);
+    /* Named by their place in the device tables (stable, unlike conns[]) for the profiler. */
     for (int c = 0; c < nch; c++)
       for (int dir = 0; dir < 2; dir++, k++)
         reqs[k] = (transport_req_t){
             .peer = peers[i], .is_send = dir == 0, .id = c,
-            .slot_bytes = {[KERN_PROTO_SIMPLE] = slot}, .out = &conns[k]};
+            .slot_bytes = {[KERN_PROTO_SIMPLE] = slot}, .out = &conns[k],
+            .key = enq_p2p_conn_key(dp, dir == 0, peers[i], c)};
   }
   CHECK_GOTO(transport_connect(dp->transport, reqs, nreq, ENQ_TAG_P2P), res, out);
   /* Upload the new connections only: other entries may be in use by running kernels. */

@@ -168,6 +168,8 @@ void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream);
 /* Before a ring collective's launch outside capture: the steps it moves through each network
  * end, announced to the proxy for its ProxyOp events under parent. */
 void enq_prof_ring_ops(enq_comm_t* dp, const kern_coll_work_t* w, void* parent);
+/* The same for a send/recv batch: op o's CTAs, each over its connection with the op's peer. */
+void enq_prof_p2p_ops(enq_comm_t* dp, const kern_p2p_batch_t* b, void* const* parents);
 
 /* enqueue_group.c */
 /* Adds dp to the calling thread's group (once). */
@@ -184,6 +186,12 @@ ncclResult_t enqueue_comm_connect_ring(enq_comm_t* dp);
 ncclResult_t enqueue_comm_sim_tune(enq_comm_t* dp, tune_t** t_p);
 /* Connect both directions with each listed peer (p2p channels), update the device structures. */
 ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npeers);
+
+/* A send/recv connection's place in the device tables (dp->host_kc.p2p_send/recv; never
+ * dereferenced on the host): its name for the profiler's ProxyOps. And the slot size of the
+ * send/recv connections with peer. */
+const kern_conn_t* enq_p2p_conn_key(const enq_comm_t* dp, int is_send, int peer, int c);
+uint32_t enq_p2p_slot_bytes(const enq_comm_t* dp, int peer);
 
 /* CTAs one send/recv launch may use: all must be resident together, and with ranks sharing a
  * GPU, within the communicator's cap (enqueue_plan.c). */

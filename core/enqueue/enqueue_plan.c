@@ -41,6 +41,7 @@ typedef struct {
    * deltas, so that all peers progress at once. 0: the user's send/recv. Both ends of a pair
    * get the same class from matching calls. */
   int cls;
+  void* prof_parent; /* the op's P2p event (profiler), or NULL */
 } enq_p2p_t;
 
 /*
@@ -270,7 +271,8 @@ static ncclResult_t enq_p2p_list(enq_comm_t* dp, enq_p2p_t** list_p, int* n_p) {
     const char* sb = (const char*)op->sendbuff;
     char* rb = (char*)op->recvbuff;
     enq_p2p_t e = {.stream = op->stream, .bytes = b,
-                   .cls = op->kind != ENQ_SEND && op->kind != ENQ_RECV};
+                   .cls = op->kind != ENQ_SEND && op->kind != ENQ_RECV,
+                   .prof_parent = op->prof_task};
     switch (op->kind) {
       case ENQ_SEND:
         e.peer = op->root, e.kind = KERN_P2P_SEND, e.src = sb;
@@ -436,6 +438,11 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
   cudaStream_t s = v[lo].stream;
   int capturing;
   CHECK(enq_stream_enter(dp, s, &capturing));
+  if (!capturing && dp->prof != NULL) {
+    void* parents[KERN_P2P_MAX_OPS];
+    for (int i = lo; i < hi; i++) parents[i - lo] = v[i].prof_parent;
+    enq_prof_p2p_ops(dp, &b, parents);
+  }
   /* From here on every error must balance the launch mark of enq_stream_enter. */
   ncclResult_t res = enq_streams_join(v, lo, hi, s, ENQ_JOIN_INTO, dp->join_ev);
   if (res == ncclSuccess) {
@@ -461,12 +468,14 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
  * launch to after the last's (NULL where none is wanted). */
 static void enq_prof_p2p_all(enq_comm_t* dp, void** evs, bool start) {
   for (int i = 0; i < dp->nops; i++) {
-    const enq_op_t* op = &dp->ops[i];
+    enq_op_t* op = &dp->ops[i];
     if (op->kind != ENQ_SEND && op->kind != ENQ_RECV) continue;
-    if (start)
-      evs[i] = enq_prof_p2p_start(dp, op);
-    else
+    if (start) {
+      evs[i] = op->prof_task = enq_prof_p2p_start(dp, op);
+    } else {
       prof_stop(dp->prof, evs[i]);
+      op->prof_task = NULL;
+    }
   }
 }
 

@@ -195,3 +195,24 @@ void enq_prof_ring_ops(enq_comm_t* dp, const kern_coll_work_t* w, void* parent) 
                         (uint32_t)enq_ring_steps(w, n, d, step, c, 0), (int)step, (int)c);
   }
 }
+
+void enq_prof_p2p_ops(enq_comm_t* dp, const kern_p2p_batch_t* b, void* const* parents) {
+  if (!prof_on(dp->prof, ncclProfileProxyOp | ncclProfileProxyStep)) return;
+  for (uint32_t k = 0; k < b->nops; k++) {
+    const kern_p2p_op_t* o = &b->ops[k];
+    if (o->kind != KERN_P2P_SEND && o->kind != KERN_P2P_RECV) continue;
+    if (transport_kind(dp->transport, (int)o->peer) != KERN_TRANSPORT_NET) continue;
+    /* The kernel's step over a connection: the batch's chunk within the slot (Simple). */
+    uint32_t step = kern_proto_step_capacity(KERN_PROTO_SIMPLE, enq_p2p_slot_bytes(dp, o->peer));
+    if (b->chunk_bytes < step) step = b->chunk_bytes;
+    if (step == 0) continue;
+    for (uint32_t cta = 0; cta < o->nctas; cta++) {
+      /* CTA cta moves its part of the bytes (kern_copy.cu: split_part) in steps. */
+      const uint64_t part = enq_part_count(o->bytes, KERN_RC_VEC_BYTES, o->nctas, cta);
+      const uint64_t nsteps = (part + step - 1) / step;
+      transport_prof_op(dp->transport, enq_p2p_conn_key(dp, o->kind == KERN_P2P_SEND, o->peer,
+                                                        (int)cta),
+                        parents[k], (uint32_t)nsteps, (int)step, (int)cta);
+    }
+  }
+}

@@ -67,6 +67,7 @@ typedef struct transport_req {
    * SIMPLE slot whatever is asked here, as long as it is not 0. */
   uint32_t slot_bytes[KERN_PROTO_NUM];
   kern_conn_t* out;   /* host memory; filled on success (step 0, connected 1) */
+  const void* key;    /* the end's name for transport_prof_op, stable after the call (NULL: out) */
 } transport_req_t;
 
 /*
@@ -117,11 +118,11 @@ void transport_launch_abandon(transport_t* t, cudaStream_t stream, int capturing
 
 /* Profiling (core/prof): the communicator's profiler for the proxy's ProxyOp/ProxyStep events
  * (NULL: none); and, before a launch outside CUDA-graph capture, the steps it moves through a
- * network connection end: key is the transport_req_t.out the end was connected with, parent the
+ * network connection end: key is the transport_req_t.key (or out) it was connected with, parent the
  * launch's Coll or P2p event (proxy.h, proxy_prof_op). No-op for other ends. */
 void transport_prof_attach(transport_t* t, prof_t* prof);
-void transport_prof_op(transport_t* t, const kern_conn_t* key, void* parent, uint32_t nsteps,
-                       int chunk, int channel);
+void transport_prof_op(transport_t* t, const void* key, void* parent, uint32_t nsteps, int chunk,
+                       int channel);
 /* ncclSuccess, or the network error that stopped the proxy. */
 ncclResult_t transport_async_error(const transport_t* t);
 

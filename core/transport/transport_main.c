@@ -189,8 +189,8 @@ void transport_prof_attach(transport_t* t, prof_t* prof) {
   proxy_prof_attach(t->proxy, prof);
 }
 
-void transport_prof_op(transport_t* t, const kern_conn_t* key, void* parent, uint32_t nsteps,
-                       int chunk, int channel) {
+void transport_prof_op(transport_t* t, const void* key, void* parent, uint32_t nsteps, int chunk,
+                       int channel) {
   if (t != NULL && t->proxy != NULL) proxy_prof_op(t->proxy, key, parent, nsteps, chunk, channel);
 }
 

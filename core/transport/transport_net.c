@@ -327,7 +327,8 @@ ncclResult_t transport_net_commit(transport_t* t, transport_group_t* g,
         .tail = (uint64_t*)(host + net_line(hs, 0)),
         .head = (uint64_t*)(host + net_line(hs, 1)),
         .sizes = m->is_send ? (uint32_t*)(host + net_line(hs, 2)) : NULL,
-        .key = reqs[g->req_idx[i]].out};
+        .key = reqs[g->req_idx[i]].key ? reqs[g->req_idx[i]].key
+                                       : (const void*)reqs[g->req_idx[i]].out};
   }
   ncclResult_t res = proxy_add(t->proxy, pc, g->n);
   free(pc);
