@@ -41,7 +41,8 @@ typedef struct {
    * deltas, so that all peers progress at once. 0: the user's send/recv. Both ends of a pair
    * get the same class from matching calls. */
   int cls;
-  void* prof_parent; /* the op's P2p event (profiler), or NULL */
+  void* prof_parent;   /* the op's P2p event (profiler), or NULL */
+  const enq_op_t* op;  /* the operation it comes from */
 } enq_p2p_t;
 
 /*
@@ -272,7 +273,7 @@ static ncclResult_t enq_p2p_list(enq_comm_t* dp, enq_p2p_t** list_p, int* n_p) {
     char* rb = (char*)op->recvbuff;
     enq_p2p_t e = {.stream = op->stream, .bytes = b,
                    .cls = op->kind != ENQ_SEND && op->kind != ENQ_RECV,
-                   .prof_parent = op->prof_task};
+                   .prof_parent = op->prof_task, .op = op};
     switch (op->kind) {
       case ENQ_SEND:
         e.peer = op->root, e.kind = KERN_P2P_SEND, e.src = sb;
@@ -498,6 +499,14 @@ static ncclResult_t enq_launch_p2p_ops(enq_comm_t* dp) {
   int n = 0;
   CHECK(enq_p2p_list(dp, &v, &n));
   ncclResult_t res = ncclSuccess;
+  /* The sends and receives AlltoAll, Gather and Scatter are made of: a P2p event each. */
+  void** part_evs = NULL;
+  if (n > 0 && prof_on(dp->prof, ncclProfileP2p) && (part_evs = calloc((size_t)n, sizeof(void*))))
+    for (int i = 0; i < n; i++)
+      if (v[i].cls && v[i].bytes > 0)
+        v[i].prof_parent = part_evs[i] = enq_prof_p2p_part_start(
+            dp, v[i].op, v[i].kind == KERN_P2P_SEND, v[i].peer,
+            v[i].kind == KERN_P2P_SEND ? v[i].src : (const void*)v[i].dst);
   const int me = dp->rank, nr = dp->nranks;
   /* Rounds: the k-th send to a peer and the k-th receive from it. */
   int* nsend = NULL;
@@ -562,6 +571,9 @@ static ncclResult_t enq_launch_p2p_ops(enq_comm_t* dp) {
     }
   }
 out:
+  if (part_evs != NULL)
+    for (int i = 0; i < n; i++) prof_stop(dp->prof, part_evs[i]);
+  free(part_evs);
   free(nsend);
   free(nrecv);
   free(v);

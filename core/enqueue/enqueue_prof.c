@@ -99,20 +99,28 @@ void* enq_prof_coll_start(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* 
   return prof_start(dp->prof, &d);
 }
 
-void* enq_prof_p2p_start(enq_comm_t* dp, const enq_op_t* op) {
+void* enq_prof_p2p_part_start(enq_comm_t* dp, const enq_op_t* op, bool send, int peer,
+                              const void* buff) {
   if (!prof_on(dp->prof, ncclProfileP2p)) return NULL;
   ncclProfilerEventDescr_v6_t d;
   memset(&d, 0, sizeof(d));
   d.type = ncclProfileP2p;
   d.parentObj = op->prof_api;
-  d.p2p.func = prof_func_name(op->kind == ENQ_SEND ? ncclFuncSend : ncclFuncRecv);
-  d.p2p.buff = op->kind == ENQ_SEND ? (void*)op->sendbuff : op->recvbuff;
+  d.p2p.func = prof_func_name(send ? ncclFuncSend : ncclFuncRecv);
+  d.p2p.buff = (void*)buff;
   d.p2p.datatype = prof_type_name(op->type);
   d.p2p.count = op->count;
-  d.p2p.peer = op->root;
-  d.p2p.nChannels = op->root == dp->rank ? 1 : (uint8_t)(dp->p2p_nch_peer ? dp->p2p_nch_peer[op->root] : 0);
+  d.p2p.peer = peer;
+  d.p2p.nChannels =
+      peer == dp->rank ? 1 : (uint8_t)(dp->p2p_nch_peer ? dp->p2p_nch_peer[peer] : 0);
   d.p2p.parentGroup = dp->prof_group;
   return prof_start(dp->prof, &d);
+}
+
+void* enq_prof_p2p_start(enq_comm_t* dp, const enq_op_t* op) {
+  const bool send = op->kind == ENQ_SEND;
+  return enq_prof_p2p_part_start(dp, op, send, op->root,
+                                 send ? op->sendbuff : (const void*)op->recvbuff);
 }
 
 void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream) {

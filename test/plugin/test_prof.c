@@ -8,7 +8,8 @@
  *              with its func and datatype (numbers for v1), and the one-rank "plan" (no channels,
  *              algorithm and protocol NONE); P2p events for a send and a receive to itself; v5+:
  *              each Coll/P2p under its CollApi/P2pApi, each API event under a GroupApi with the
- *              group-start and group-end states; v1..v4: Coll and P2p under a Group event
+ *              group-start and group-end states, the AlltoAll's send and receive P2p events under
+ *              its CollApi; v1..v4: Coll and P2p under a Group event
  *   mask       the mask the plugin sets decides: Coll only gives Coll events only; 0 gives none
  *   failinit   an init that fails leaves the communicator working without the profiler: no
  *              event, no finalize
@@ -113,7 +114,7 @@ static void use_mock(int v, char* log, size_t n) {
 }
 
 /* The workload: one all-reduce alone, a group of three collectives, a send and a receive to
- * itself in a group, on a one-rank communicator; then destroy. */
+ * itself in a group, an AlltoAll alone, on a one-rank communicator; then destroy. */
 static void workload(void) {
   ncclComm_t c;
   int dev = 0;
@@ -130,6 +131,7 @@ static void workload(void) {
   CHECK_EQ_INT(ncclSend(a, 8, ncclInt32, 0, c, s), ncclSuccess);
   CHECK_EQ_INT(ncclRecv(b, 8, ncclInt32, 0, c, s), ncclSuccess);
   CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
+  CHECK_EQ_INT(ncclAlltoAll(a, b, 8, ncclInt32, c, s), ncclSuccess);
   CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
 }
 
@@ -208,8 +210,8 @@ static void case_version(int v) {
     }
     k++;
   }
-  /* The send and the receive to itself. */
-  CHECK_EQ_INT(count_type(&t, ncclProfileP2p), 2);
+  /* The send and the receive to itself, and the AlltoAll's send and receive. */
+  CHECK_EQ_INT(count_type(&t, ncclProfileP2p), 4);
   for (int i = 0; i < t.nev; i++) {
     ev_t* e = &t.ev[i];
     if (e->type != ncclProfileP2p) continue;
@@ -223,13 +225,16 @@ static void case_version(int v) {
       CHECK_MSG((!strcmp(func, "Send") || !strcmp(func, "Recv")) && !strcmp(dtype, "ncclInt32"),
                 "v%d: P2p '%s'", v, e->fields);
     ev_t* p = trace_find(&t, e->parent);
-    CHECK_MSG(p != NULL && p->type == (v >= 5 ? ncclProfileP2pApi : ncclProfileGroup),
+    const bool a2a_parent = p != NULL && p->type == ncclProfileCollApi &&
+                            strncmp(p->fields, "AlltoAll", 8) == 0;
+    CHECK_MSG(p != NULL && (v >= 5 ? p->type == ncclProfileP2pApi || a2a_parent
+                                   : p->type == ncclProfileGroup),
               "v%d: P2p %ld has parent of type 0x%x", v, e->id, p ? p->type : 0);
   }
   if (v >= 5) {
-    /* Three groups (the lone all-reduce is one), each with its two states in order. */
-    CHECK_EQ_INT(count_type(&t, ncclProfileGroupApi), 3);
-    CHECK_EQ_INT(count_type(&t, ncclProfileCollApi), 4);
+    /* Four groups (the lone calls are one each), each with its two states in order. */
+    CHECK_EQ_INT(count_type(&t, ncclProfileGroupApi), 4);
+    CHECK_EQ_INT(count_type(&t, ncclProfileCollApi), 5);
     CHECK_EQ_INT(count_type(&t, ncclProfileP2pApi), 2);
     for (int i = 0; i < t.nev; i++) {
       ev_t* e = &t.ev[i];
