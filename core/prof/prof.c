@@ -61,6 +61,28 @@ static void prof_load_locked(void) {
       return;
     }
   }
+  /* As NCCL does when none was named: a profiler table inside the net plugin's library (each
+   * of NCCL_NET_PLUGIN's, or the default libnccl-net.so), opened once more for it. */
+  if (!named && nspecs > 0) {
+    char nets[PLUGIN_MAX_SPECS][PLUGIN_SPEC_MAX];
+    int nnets = 0;
+    bool net_named = false;
+    if (plugin_specs(&plugin_kind_net, param_str(PARAM_NET_PLUGIN), nets, PLUGIN_MAX_SPECS,
+                     &nnets, &net_named) != ncclSuccess)
+      nnets = 0;
+    for (int i = 0; i < nnets; i++) {
+      plugin_lib_t net;
+      if (plugin_open(&plugin_kind_net, nets[i], false, &net) != ncclSuccess) continue;
+      const bool found = plugin_open_in(&plugin_kind_profiler, &net, &prof_lib) == ncclSuccess;
+      plugin_close(&net);
+      if (found) {
+        prof_state = PROF_LOADED;
+        INFO(NCCL_INIT, "PROFILER/Plugin: using '%s' (v%d) from the net plugin's library %s",
+             prof_lib.table_name, prof_lib.version, prof_lib.path);
+        return;
+      }
+    }
+  }
   prof_state = PROF_NONE;
   INFO(NCCL_INIT, "PROFILER/Plugin: no profiler plugin%s",
        nspecs == 0 ? " (NCCL_PROFILER_PLUGIN=none)"

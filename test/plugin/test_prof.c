@@ -14,6 +14,8 @@
  *   failinit   an init that fails leaves the communicator working without the profiler: no
  *              event, no finalize
  *
+ *   innet      no NCCL_PROFILER_PLUGIN: the profiler inside NCCL_NET_PLUGIN's library is used
+ *   none       NCCL_PROFILER_PLUGIN=none: no profiler at all, not even that one
  *   trace      Choir's trace plugin writes a trace of that workload (Chrome JSON)
  *
  *   test-prof <dir of libnccl-profiler-mockN.so> <libnccl-profiler-trace.so or ""> [CASE]
@@ -295,6 +297,38 @@ static void case_failinit(void) {
   unlink(log);
 }
 
+/* NCCL_PROFILER_PLUGIN unset, NCCL_NET_PLUGIN naming a library that also holds a profiler
+ * (libnccl-net-withprof.so: a mock net table and the v6 mock profiler): the core finds it there. */
+static void case_innet(void) {
+  char log[256], lib[1024];
+  use_mock(6, log, sizeof(log));
+  unsetenv("NCCL_PROFILER_PLUGIN");
+  snprintf(lib, sizeof(lib), "%s/libnccl-net-withprof.so", mock_dir);
+  setenv("NCCL_NET_PLUGIN", lib, 1);
+  workload();
+  trace_t t;
+  trace_read(log, &t);
+  CHECK_EQ_INT(t.inits, 1);
+  CHECK_EQ_INT(t.finals, 1);
+  CHECK_EQ_INT(count_type(&t, ncclProfileColl), 4);
+  unlink(log);
+}
+
+/* NCCL_PROFILER_PLUGIN=none: not even the one inside the net plugin's library (a case of its
+ * own: the knob is read once per process). */
+static void case_none(void) {
+  char log[256], lib[1024];
+  use_mock(6, log, sizeof(log));
+  setenv("NCCL_PROFILER_PLUGIN", "none", 1);
+  snprintf(lib, sizeof(lib), "%s/libnccl-net-withprof.so", mock_dir);
+  setenv("NCCL_NET_PLUGIN", lib, 1);
+  workload();
+  trace_t t;
+  trace_read(log, &t);
+  CHECK_EQ_INT(t.inits, 0);
+  unlink(log);
+}
+
 /* Choir's own trace plugin (plugins/profiler) under Choir's core: it writes a Chrome trace that
  * holds the collectives and the send/receive, and whose brackets balance outside strings. */
 static const char* trace_lib;
@@ -355,7 +389,8 @@ int main(int argc, char** argv) {
     void (*fn)(void);
   } cases[] = {{"v1", case_v1},     {"v2", case_v2},     {"v3", case_v3},
                {"v4", case_v4},     {"v5", case_v5},     {"v6", case_v6},
-               {"mask", case_mask}, {"failinit", case_failinit}, {"trace", case_trace}};
+               {"mask", case_mask}, {"failinit", case_failinit}, {"innet", case_innet},
+               {"none", case_none},         {"trace", case_trace}};
   trace_lib = argc > 2 ? argv[2] : NULL;
   const char* only = argc > 3 ? argv[3] : NULL;
   int ran = 0;
