@@ -47,6 +47,10 @@
 #              protocol's time per size, LL's speedup over Simple, the default's ratio to the best
 #              forced protocol; the lines the issue's bar reads: LL faster than Simple at 8 B..64
 #              KB, >= 1.5x at 8 B..4 KB with -G, default within 10% of the best at every size
+#   prof       Choir's trace plugin under Choir's core: traces of all_reduce, alltoall and
+#              sendrecv (2 ranks sharing GPU 0, p2p and net) checked by test/tools/trace_check.py,
+#              and the overhead of the loaded plugin with every event masked off on small
+#              all-reduces (PROF_REPEAT alternating runs, default 5; the bar: within 2%)
 #   one-rank   all_reduce_perf with one rank, 8 B .. 1 GB, -c 1, Choir and NVIDIA alternated
 #              ONE_RANK_REPEAT times (default 3) through test/perf/compare --ngpus 1
 #              (ONE_RANK_SIZES replaces "-b 8 -e 1G -f 2"); a table
@@ -576,6 +580,65 @@ for r in rs:
                   ("; LL >= 1.5x Simple at 8 B..4 KB: " + ("yes" if not ll_weak else
                                                            "NOT at %s" % ll_weak))
                   if g != "0" else ""))
+PY
+      ;;
+    prof)
+      # Issue 19's GPU bar: Choir's trace plugin under Choir's core, 2 ranks sharing GPU 0 (one
+      # thread), all_reduce, alltoall and sendrecv over p2p and over the network (p2p and shm
+      # off, net-socket over NET_IFNAME), each trace checked against the Chrome trace rules
+      # (test/tools/trace_check.py: what Perfetto and chrome://tracing load); then the cost of
+      # a loaded profiler with every event masked off (CHOIR_PROFILER_EVENTS=none) on small
+      # all-reduces: PROF_REPEAT (default 5) alternating runs with and without the plugin, the
+      # ratio of the medians per size (the bar: within 2%).
+      d="$out/prof"
+      mkdir -p "$d"
+      rm -f "$d"/*.json
+      plug="$PWD/$build/plugins/libnccl-profiler-trace.so"
+      for tr in p2p net; do
+        envs=()
+        [ "$tr" = net ] && envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME="${NET_IFNAME:-lo}")
+        for op in all_reduce alltoall sendrecv; do
+          env ${envs[@]+"${envs[@]}"} NCCL_PROFILER_PLUGIN="$plug" CHOIR_PROFILER_EVENTS=all \
+            CHOIR_PROFILER_FILE="$d/trace-$tr-$op-%p.json" LD_LIBRARY_PATH="$PWD/$build" \
+            timeout 120 "$build/test/perf/${op}_perf" -g 2 --ranks-per-gpu 2 -b 8 -e 1M -f 32 \
+            -c 1 -n 3 -w 1 >"$d/$tr-$op.log" 2>&1
+          note "prof $tr $op: rc=$? $(perf_wrong "$d/$tr-$op.log"); $(python3 test/tools/trace_check.py "$d"/trace-"$tr"-"$op"-*.json 2>&1 | sed "s|$d/||" | cut -c1-400)"
+        done
+      done
+      reps=${PROF_REPEAT:-5}
+      for i in $(seq 1 "$reps"); do
+        for mode in off on; do
+          pl=()
+          [ "$mode" = on ] && pl=(NCCL_PROFILER_PLUGIN="$plug" CHOIR_PROFILER_EVENTS=none)
+          env ${pl[@]+"${pl[@]}"} LD_LIBRARY_PATH="$PWD/$build" timeout 120 \
+            "$build/test/perf/all_reduce_perf" -g 2 --ranks-per-gpu 2 -b 8 -e 64K -f 8 -c 0 \
+            -n 200 -w 20 -J "$d/overhead-$mode-$i.json" >"$d/overhead-$mode-$i.log" 2>&1
+        done
+      done
+      python3 - "$d" "$reps" <<'PY' | tee -a "$summary"
+import json, statistics, sys
+d, reps = sys.argv[1], int(sys.argv[2])
+t = {}
+for mode in ("off", "on"):
+    for i in range(1, reps + 1):
+        try:
+            doc = json.load(open("%s/overhead-%s-%d.json" % (d, mode, i)))
+        except (OSError, ValueError):
+            continue
+        for row in doc.get("results", []):
+            t.setdefault(row["size"], {}).setdefault(mode, []).append(row["out_of_place"]["time"])
+print("prof overhead: all_reduce, 2 ranks sharing GPU 0, the trace plugin loaded with every event "
+      "masked off against no plugin (us, median of %d alternating runs)" % reps)
+worst = 0.0
+for s in sorted(t):
+    off, on = t[s].get("off"), t[s].get("on")
+    if not off or not on:
+        continue
+    r = statistics.median(on) / statistics.median(off)
+    worst = max(worst, r)
+    print("  %8d B  no plugin %8.2f  plugin, mask 0 %8.2f  ratio %.3f" % (
+        s, statistics.median(off), statistics.median(on), r))
+print("  bar (within 2%%): %s (worst ratio %.3f)" % ("yes" if 0 < worst <= 1.02 else "NOT", worst))
 PY
       ;;
     one-rank)

@@ -348,6 +348,15 @@ static void case_trace(void) {
   FILE* f = fopen(out, "r");
   CHECK_MSG(f != NULL, "trace: %s was not written", out);
   if (f == NULL) return;
+  /* The Chrome trace rules (test/tools/trace_check.py), when meson gives the checker. */
+  const char* checker = getenv("CHOIR_TEST_TRACE_CHECK");
+  if (checker != NULL && checker[0] != '\0') {
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "%s %s", checker, out);
+    const int rc = system(cmd);
+    CHECK_MSG(rc == 0, "trace: %s finds %s breaking the trace format (status %d)", checker, out,
+              rc);
+  }
   static char buf[1 << 20];
   size_t n = fread(buf, 1, sizeof(buf) - 1, f);
   fclose(f);
