@@ -165,8 +165,9 @@ static void proxy_fail(proxy_t* p, const proxy_end_t* e, const char* what, ncclR
 
 /* The announced op that step `e->posted` belongs to, or NULL (none announced, or lost). */
 static proxy_prof_op_t* proxy_prof_cur(proxy_end_t* e) {
-  if (e->ops == NULL || e->ops_lost) return NULL;
+  /* The acquire of op_push first: it publishes ops (allocated before the first push). */
   const uint32_t pushed = __atomic_load_n(&e->op_push, __ATOMIC_ACQUIRE);
+  if (pushed == e->op_post || __atomic_load_n(&e->ops_lost, __ATOMIC_ACQUIRE)) return NULL;
   while (e->op_post != pushed) {
     proxy_prof_op_t* op = &e->ops[e->op_post % PROXY_PROF_OPS];
     if (op->posted < op->nsteps) return op;
@@ -594,12 +595,12 @@ void proxy_prof_op(proxy_t* p, const void* key, void* parent, uint32_t nsteps, i
   for (int i = 0; i < p->nall && e == NULL; i++)
     if (p->all[i]->c.key == key) e = p->all[i];
   pthread_mutex_unlock(&p->lock);
-  if (e == NULL || e->ops_lost) return;
+  if (e == NULL || __atomic_load_n(&e->ops_lost, __ATOMIC_ACQUIRE)) return;
   if (e->ops == NULL) {
     /* Published to the proxy thread by the release store of op_push below. */
     e->ops = calloc(PROXY_PROF_OPS, sizeof(*e->ops));
     if (e->ops == NULL) {
-      e->ops_lost = 1;
+      __atomic_store_n(&e->ops_lost, 1, __ATOMIC_RELEASE);
       return;
     }
   }
