@@ -101,7 +101,10 @@ struct proxy {
   int has_incoming;        /* atomic */
   proxy_trace_ev_t* trace; /* NULL unless CHOIR_PROXY_TRACE */
   uint32_t ntrace;
-  prof_t* prof;           /* the communicator's profiler, or NULL */
+  prof_t* prof;           /* the communicator's profiler, or NULL (atomic: set by attach) */
+  prof_t* tprof;          /* the thread's copy of prof, read once per sweep */
+  void* ctrl_ev;          /* the thread's ProxyCtrl event, or NULL */
+  int ctrl_state;         /* the last state recorded on it */
   proxy_end_t** all;      /* under lock: every end ever added (proxy_prof_op's lookup) */
   int nall;
   int allcap;
@@ -181,9 +184,9 @@ static proxy_prof_op_t* proxy_prof_cur(proxy_end_t* e) {
 static void* proxy_prof_post(proxy_t* p, proxy_end_t* e, uint64_t slot) {
   e->step[slot].step = NULL;
   e->step_op[slot] = NULL;
-  if (p->prof == NULL) return NULL;
+  if (p->tprof == NULL) return NULL;
   proxy_prof_op_t* op = proxy_prof_cur(e);
-  if (op != NULL && op->posted == 0 && op->ev == NULL && prof_on(p->prof, ncclProfileProxyOp)) {
+  if (op != NULL && op->posted == 0 && op->ev == NULL && prof_on(p->tprof, ncclProfileProxyOp)) {
     ncclProfilerEventDescr_v6_t d;
     memset(&d, 0, sizeof(d));
     d.type = ncclProfileProxyOp;
@@ -194,56 +197,56 @@ static void* proxy_prof_post(proxy_t* p, proxy_end_t* e, uint64_t slot) {
     d.proxyOp.nSteps = (int)op->nsteps;
     d.proxyOp.chunkSize = op->chunk;
     d.proxyOp.isSend = e->c.is_send;
-    op->ev = prof_start(p->prof, &d);
+    op->ev = prof_start(p->tprof, &d);
   }
   e->step_op[slot] = op;
-  if (!prof_on(p->prof, ncclProfileProxyStep)) return NULL;
+  if (!prof_on(p->tprof, ncclProfileProxyStep)) return NULL;
   ncclProfilerEventDescr_v6_t d;
   memset(&d, 0, sizeof(d));
   d.type = ncclProfileProxyStep;
   d.parentObj = op != NULL ? op->ev : NULL;
   d.proxyStep.step = op != NULL ? (int)op->posted : (int)e->posted;
-  e->step[slot].prof = p->prof;
-  e->step[slot].step = prof_start(p->prof, &d);
+  e->step[slot].prof = p->tprof;
+  e->step[slot].step = prof_start(p->tprof, &d);
   return e->step[slot].step != NULL ? &e->step[slot] : NULL;
 }
 
 /* The plugin took no request: the step is posted again later. */
 static void proxy_prof_unpost(proxy_t* p, proxy_end_t* e, uint64_t slot) {
-  if (p->prof == NULL) return;
-  prof_stop(p->prof, e->step[slot].step);
+  if (p->tprof == NULL) return;
+  prof_stop(p->tprof, e->step[slot].step);
   e->step[slot].step = NULL;
   e->step_op[slot] = NULL;
 }
 
 static void proxy_prof_posted(proxy_t* p, proxy_end_t* e, uint64_t slot, int state) {
-  if (p->prof == NULL) return;
+  if (p->tprof == NULL) return;
   if (e->step_op[slot] != NULL) e->step_op[slot]->posted++;
-  prof_record(p->prof, e->step[slot].step, (ncclProfilerEventState_t)state, NULL);
+  prof_record(p->tprof, e->step[slot].step, (ncclProfilerEventState_t)state, NULL);
 }
 
 static void proxy_prof_state(proxy_t* p, proxy_end_t* e, uint64_t slot, int state) {
-  if (p->prof != NULL)
-    prof_record(p->prof, e->step[slot].step, (ncclProfilerEventState_t)state, NULL);
+  if (p->tprof != NULL)
+    prof_record(p->tprof, e->step[slot].step, (ncclProfilerEventState_t)state, NULL);
 }
 
 /* Slot `slot` completed with `bytes`: its ProxyStep ends, and its op with its last step. */
 static void proxy_prof_done(proxy_t* p, proxy_end_t* e, uint64_t slot, uint32_t bytes) {
-  if (p->prof == NULL) return;
+  if (p->tprof == NULL) return;
   if (e->step[slot].step != NULL) {
     ncclProfilerEventStateArgs_v6_t a;
     memset(&a, 0, sizeof(a));
     a.proxyStep.transSize = bytes;
-    prof_record(p->prof, e->step[slot].step,
+    prof_record(p->tprof, e->step[slot].step,
                 e->c.is_send ? ncclProfilerProxyStepSendWait : ncclProfilerProxyStepRecvWait, &a);
-    prof_stop(p->prof, e->step[slot].step);
+    prof_stop(p->tprof, e->step[slot].step);
     e->step[slot].step = NULL;
   }
   proxy_prof_op_t* op = e->step_op[slot];
   e->step_op[slot] = NULL;
   if (op == NULL) return;
   if (++op->done == op->nsteps) {
-    prof_stop(p->prof, op->ev);
+    prof_stop(p->tprof, op->ev);
     op->ev = NULL;
     /* Ops complete in order: the oldest ones done make room for the launching thread. */
     uint32_t d = __atomic_load_n(&e->op_done, __ATOMIC_RELAXED);
@@ -251,6 +254,19 @@ static void proxy_prof_done(proxy_t* p, proxy_end_t* e, uint64_t slot, uint32_t 
       d++;
     __atomic_store_n(&e->op_done, d, __ATOMIC_RELEASE);
   }
+}
+
+/* The thread's ProxyCtrl event (started with the first state it records) enters `state`. */
+static void proxy_ctrl(proxy_t* p, int state) {
+  if (p->ctrl_state == state || !prof_on(p->tprof, ncclProfileProxyCtrl)) return;
+  if (p->ctrl_ev == NULL) {
+    ncclProfilerEventDescr_v6_t d;
+    memset(&d, 0, sizeof(d));
+    d.type = ncclProfileProxyCtrl;
+    p->ctrl_ev = prof_start(p->tprof, &d);
+  }
+  p->ctrl_state = state;
+  prof_record(p->tprof, p->ctrl_ev, (ncclProfilerEventState_t)state, NULL);
 }
 
 static int proxy_send(proxy_t* p, proxy_end_t* e, int* pending_p) {
@@ -436,6 +452,7 @@ static void* proxy_main(void* arg) {
   uint64_t last_progress = 0; /* when the current run without progress began; 0: none */
   int stall_reported = 0;
   while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+    p->tprof = __atomic_load_n(&p->prof, __ATOMIC_ACQUIRE);
     if (__atomic_load_n(&p->has_incoming, __ATOMIC_ACQUIRE)) proxy_take_incoming(p);
     int progress = 0, pending = 0;
     /* Read before the sweep: a launch that ended before this read has its last tail seen by the
@@ -456,8 +473,11 @@ static void* proxy_main(void* arg) {
       pthread_mutex_lock(&p->lock);
       __atomic_store_n(&p->sleeping, 1, __ATOMIC_SEQ_CST);
       if (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE) &&
-          (proxy_aborted(p) || (!pending && __atomic_load_n(&p->active, __ATOMIC_SEQ_CST) == 0)))
+          (proxy_aborted(p) || (!pending && __atomic_load_n(&p->active, __ATOMIC_SEQ_CST) == 0))) {
+        proxy_ctrl(p, ncclProfilerProxyCtrlSleep);
         pthread_cond_wait(&p->cond, &p->lock);
+        proxy_ctrl(p, ncclProfilerProxyCtrlWakeup);
+      }
       __atomic_store_n(&p->sleeping, 0, __ATOMIC_SEQ_CST);
       pthread_mutex_unlock(&p->lock);
       idle = 0;
@@ -465,10 +485,12 @@ static void* proxy_main(void* arg) {
       continue;
     }
     if (progress) {
+      proxy_ctrl(p, ncclProfilerProxyCtrlActive);
       idle = 0;
       last_progress = 0;
       stall_reported = 0;
     } else if (++idle >= PROXY_SPINS_BEFORE_YIELD) {
+      proxy_ctrl(p, ncclProfilerProxyCtrlIdle);
       if (idle % PROXY_SPINS_BEFORE_YIELD == 0) {
         const uint64_t now = sock_clock_ns();
         if (last_progress == 0) last_progress = now;
@@ -484,6 +506,8 @@ static void* proxy_main(void* arg) {
       sched_yield();
     }
   }
+  prof_stop(p->tprof, p->ctrl_ev); /* the thread's last event ends with it */
+  p->ctrl_ev = NULL;
   return NULL;
 }
 
@@ -584,7 +608,7 @@ out:
 }
 
 void proxy_prof_attach(proxy_t* p, prof_t* prof) {
-  if (p != NULL) p->prof = prof;
+  if (p != NULL) __atomic_store_n(&p->prof, prof, __ATOMIC_RELEASE);
 }
 
 void proxy_prof_op(proxy_t* p, const void* key, void* parent, uint32_t nsteps, int chunk,

@@ -73,7 +73,9 @@ void proxy_launch_end(proxy_t* proxy);
  * ProxyStep event per step (the net plugin's own events under it), each op taking the next
  * nsteps steps of the end in call order. Every launch through the end must announce its steps
  * while profiling, or later ops take the wrong steps; an end whose queue of announced ops
- * overflows stops reporting ops (INFO). Not for launches under CUDA-graph capture. */
+ * overflows stops reporting ops (INFO). Not for launches under CUDA-graph capture. The thread
+ * itself reports one ProxyCtrl event from its first state to its end: Active (a sweep moved
+ * data), Idle (sweeps without progress), Sleep and Wakeup (around waiting for a launch). */
 void proxy_prof_attach(proxy_t* proxy, prof_t* prof);
 void proxy_prof_op(proxy_t* proxy, const void* key, void* parent, uint32_t nsteps, int chunk,
                    int channel);

@@ -1540,6 +1540,7 @@ static void net_prof_check(const char* log) {
   enum { MAXE = 16384 };
   static long id[MAXE], parent[MAXE];
   static int type[MAXE], rank_of[MAXE], stops[MAXE], a[MAXE], b[MAXE], nsteps[MAXE], dir[MAXE];
+  static unsigned states[MAXE]; /* bit s: state s recorded */
   int n = 0, bad_stop = 0;
   char line[512];
   while (fgets(line, sizeof(line), f)) {
@@ -1552,9 +1553,16 @@ static void net_prof_check(const char* log) {
       rank_of[n] = rk;
       stops[n] = 0;
       a[n] = b[n] = nsteps[n] = dir[n] = -1;
+      states[n] = 0;
       if (ty == 8) sscanf(line + k, "%d %d %d %d", &a[n], &b[n], &nsteps[n], &dir[n]);
       if (ty == 128) sscanf(line + k, "%x", (unsigned*)&a[n]); /* NetPlugin: its id */
       n++;
+    } else if (sscanf(line, "R %ld %d", &i, &ty) == 2) {
+      for (int e = n - 1; e >= 0; e--)
+        if (id[e] == i) {
+          if (ty >= 0 && ty < 32) states[e] |= 1u << ty;
+          break;
+        }
     } else if (sscanf(line, "E %ld", &i) == 1) {
       int found = 0;
       for (int e = n - 1; e >= 0 && !found; e--)
@@ -1602,6 +1610,16 @@ static void net_prof_check(const char* log) {
     CHECK_MSG(steps > 0 && netev == (with_net ? steps : 0),
               "rank %d: %d NetPlugin events for %d ProxySteps (profiler v%s)", r, netev, steps,
               pv ? pv : "6");
+    /* The proxy thread's ProxyCtrl: one, moving data and sleeping between the test's phases. */
+    int ctrls = 0;
+    unsigned ctrl_states = 0;
+    for (int e = 0; e < n; e++)
+      if (rank_of[e] == r && type[e] == 32) ctrls++, ctrl_states |= states[e];
+    const unsigned want_ctrl = 1u << ncclProfilerProxyCtrlActive | 1u << ncclProfilerProxyCtrlSleep |
+                               1u << ncclProfilerProxyCtrlWakeup;
+    CHECK_MSG(ctrls == 1 && (ctrl_states & want_ctrl) == want_ctrl,
+              "rank %d: %d ProxyCtrl events, states 0x%x (Active, Sleep, Wakeup expected)", r,
+              ctrls, ctrl_states);
     const int ops_per_end = (NET_STEPS + NET_PROF_OP - 1) / NET_PROF_OP;
     CHECK_MSG(ops == 2 * NET_CHANNELS * ops_per_end, "rank %d: %d ProxyOp events, expected %d", r,
               ops, 2 * NET_CHANNELS * ops_per_end);
