@@ -11,8 +11,8 @@
  *              group-start and group-end states, the AlltoAll's send and receive P2p events under
  *              its CollApi; v1..v4: Coll and P2p under a Group event
  *   mask       the mask the plugin sets decides: Coll only gives Coll events only; 0 gives none
- *   failinit   an init that fails leaves the communicator working without the profiler: no
- *              event, no finalize
+ *   failinit   an init that fails leaves the communicator working without the profiler: a WARN
+ *              naming it (ncclGetLastError), the library unloaded, no event, no finalize
  *
  *   innet      no NCCL_PROFILER_PLUGIN: the profiler inside NCCL_NET_PLUGIN's library is used
  *   none       NCCL_PROFILER_PLUGIN=none: no profiler at all, not even that one
@@ -284,14 +284,35 @@ static void case_mask(void) {
   unlink(log);
 }
 
+/* Whether a library whose path ends in `name` is mapped in this process. */
+static bool lib_mapped(const char* name) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (f == NULL) return false;
+  char line[1024];
+  bool found = false;
+  while (!found && fgets(line, sizeof(line), f)) found = strstr(line, name) != NULL;
+  fclose(f);
+  return found;
+}
+
 static void case_failinit(void) {
   char log[256];
   use_mock(5, log, sizeof(log));
   setenv("MOCK_PROF_FAIL_INIT", "1", 1);
+  /* The communicator is made; the WARN names the profiler; the library is unloaded again. */
+  ncclComm_t c;
+  int dev = 0;
+  CHECK_EQ_INT(ncclCommInitAll(&c, 1, &dev), ncclSuccess);
+  const char* last = ncclGetLastError(c);
+  CHECK_MSG(last != NULL && strstr(last, "init failed") != NULL && strstr(last, "mock-profiler"),
+            "failinit: last error '%s'", last ? last : "(null)");
+  CHECK_MSG(!lib_mapped("libnccl-profiler-mock5.so"),
+            "failinit: the profiler whose init failed is still loaded");
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
   workload(); /* every call succeeds without the profiler */
   trace_t t;
   trace_read(log, &t);
-  CHECK_EQ_INT(t.inits, 1);
+  CHECK_EQ_INT(t.inits, 2); /* the communicator above, then the workload's */
   CHECK_EQ_INT(t.nev, 0);
   CHECK_EQ_INT(t.finals, 0);
   unlink(log);
