@@ -149,8 +149,7 @@ typedef struct enq_op {
   ncclRedOp_t op;
   int root; /* root, or peer of send/recv */
   cudaStream_t stream;
-  void* prof_api;  /* the profiler's CollApi/P2pApi event of the call (enqueue_prof.c), or NULL */
-  void* prof_task; /* its P2p event while its launches are made, or NULL */
+  void* prof_api; /* the profiler's CollApi/P2pApi event of the call (enqueue_prof.c), or NULL */
 } enq_op_t;
 
 /* Queue an operation: inside a group it waits for the outermost ncclGroupEnd; outside, it is

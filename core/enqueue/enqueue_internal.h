@@ -163,11 +163,10 @@ void enq_prof_op(enq_comm_t* dp, enq_op_t* op);
 void enq_prof_group_end(enq_comm_t* dp);
 void enq_prof_group_close(enq_comm_t* dp);
 void* enq_prof_coll_start(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* plan);
-void* enq_prof_p2p_start(enq_comm_t* dp, const enq_op_t* op);
-/* A P2p event for one send or receive of an AlltoAll, Gather or Scatter (op), under its
- * CollApi event. */
-void* enq_prof_p2p_part_start(enq_comm_t* dp, const enq_op_t* op, bool send, int peer,
-                              const void* buff);
+/* A P2p event for one send or receive of op (a send/recv, or a part of an AlltoAll, Gather or
+ * Scatter), under op's API event. */
+void* enq_prof_p2p_start(enq_comm_t* dp, const enq_op_t* op, bool send, int peer,
+                         const void* buff);
 void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream);
 /* Before a ring collective's launch outside capture: the steps it moves through each network
  * end, announced to the proxy for its ProxyOp events under parent. */

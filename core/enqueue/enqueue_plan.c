@@ -273,7 +273,7 @@ static ncclResult_t enq_p2p_list(enq_comm_t* dp, enq_p2p_t** list_p, int* n_p) {
     char* rb = (char*)op->recvbuff;
     enq_p2p_t e = {.stream = op->stream, .bytes = b,
                    .cls = op->kind != ENQ_SEND && op->kind != ENQ_RECV,
-                   .prof_parent = op->prof_task, .op = op};
+                   .op = op};
     switch (op->kind) {
       case ENQ_SEND:
         e.peer = op->root, e.kind = KERN_P2P_SEND, e.src = sb;
@@ -465,46 +465,19 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
   return res != ncclSuccess ? res : lres;
 }
 
-/* The user's sends and receives of the group: their P2p events, from before the first batch's
- * launch to after the last's (NULL where none is wanted). */
-static void enq_prof_p2p_all(enq_comm_t* dp, void** evs, bool start) {
-  for (int i = 0; i < dp->nops; i++) {
-    enq_op_t* op = &dp->ops[i];
-    if (op->kind != ENQ_SEND && op->kind != ENQ_RECV) continue;
-    if (start) {
-      evs[i] = op->prof_task = enq_prof_p2p_start(dp, op);
-    } else {
-      prof_stop(dp->prof, evs[i]);
-      op->prof_task = NULL;
-    }
-  }
-}
-
-static ncclResult_t enq_launch_p2p_ops(enq_comm_t* dp);
-
 static ncclResult_t enq_launch_p2p(enq_comm_t* dp) {
-  void** evs = NULL;
-  if (prof_on(dp->prof, ncclProfileP2p) && dp->nops > 0) {
-    evs = calloc((size_t)dp->nops, sizeof(*evs));
-    if (evs != NULL) enq_prof_p2p_all(dp, evs, true);
-  }
-  ncclResult_t res = enq_launch_p2p_ops(dp);
-  if (evs != NULL) enq_prof_p2p_all(dp, evs, false);
-  free(evs);
-  return res;
-}
-
-static ncclResult_t enq_launch_p2p_ops(enq_comm_t* dp) {
   enq_p2p_t* v = NULL;
   int n = 0;
   CHECK(enq_p2p_list(dp, &v, &n));
   ncclResult_t res = ncclSuccess;
-  /* The sends and receives AlltoAll, Gather and Scatter are made of: a P2p event each. */
+  /* A P2p event per send and receive, from before the first batch's launch to after the
+   * last's: the user's each (even empty), and the non-empty ones AlltoAll, Gather and Scatter
+   * are made of. */
   void** part_evs = NULL;
   if (n > 0 && prof_on(dp->prof, ncclProfileP2p) && (part_evs = calloc((size_t)n, sizeof(void*))))
     for (int i = 0; i < n; i++)
-      if (v[i].cls && v[i].bytes > 0)
-        v[i].prof_parent = part_evs[i] = enq_prof_p2p_part_start(
+      if (!v[i].cls || v[i].bytes > 0)
+        v[i].prof_parent = part_evs[i] = enq_prof_p2p_start(
             dp, v[i].op, v[i].kind == KERN_P2P_SEND, v[i].peer,
             v[i].kind == KERN_P2P_SEND ? v[i].src : (const void*)v[i].dst);
   const int me = dp->rank, nr = dp->nranks;

@@ -99,8 +99,8 @@ void* enq_prof_coll_start(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* 
   return prof_start(dp->prof, &d);
 }
 
-void* enq_prof_p2p_part_start(enq_comm_t* dp, const enq_op_t* op, bool send, int peer,
-                              const void* buff) {
+void* enq_prof_p2p_start(enq_comm_t* dp, const enq_op_t* op, bool send, int peer,
+                         const void* buff) {
   if (!prof_on(dp->prof, ncclProfileP2p)) return NULL;
   ncclProfilerEventDescr_v6_t d;
   memset(&d, 0, sizeof(d));
@@ -117,11 +117,6 @@ void* enq_prof_p2p_part_start(enq_comm_t* dp, const enq_op_t* op, bool send, int
   return prof_start(dp->prof, &d);
 }
 
-void* enq_prof_p2p_start(enq_comm_t* dp, const enq_op_t* op) {
-  const bool send = op->kind == ENQ_SEND;
-  return enq_prof_p2p_part_start(dp, op, send, op->root,
-                                 send ? op->sendbuff : (const void*)op->recvbuff);
-}
 
 void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream) {
   if (!prof_on(dp->prof, ncclProfileKernelLaunch)) return NULL;
