@@ -101,8 +101,7 @@ struct proxy {
   int has_incoming;        /* atomic */
   proxy_trace_ev_t* trace; /* NULL unless CHOIR_PROXY_TRACE */
   uint32_t ntrace;
-  prof_t* prof;           /* the communicator's profiler, or NULL (atomic: set by attach) */
-  prof_t* tprof;          /* the thread's copy of prof, read once per sweep */
+  prof_t* prof;           /* the communicator's profiler, or NULL (fixed at creation) */
   void* ctrl_ev;          /* the thread's ProxyCtrl event, or NULL */
   int ctrl_state;         /* the last state recorded on it */
   proxy_end_t** all;      /* under lock: every end ever added (proxy_prof_op's lookup) */
@@ -184,9 +183,9 @@ static proxy_prof_op_t* proxy_prof_cur(proxy_end_t* e) {
 static void* proxy_prof_post(proxy_t* p, proxy_end_t* e, uint64_t slot) {
   e->step[slot].step = NULL;
   e->step_op[slot] = NULL;
-  if (p->tprof == NULL) return NULL;
+  if (p->prof == NULL) return NULL;
   proxy_prof_op_t* op = proxy_prof_cur(e);
-  if (op != NULL && op->posted == 0 && op->ev == NULL && prof_on(p->tprof, ncclProfileProxyOp)) {
+  if (op != NULL && op->posted == 0 && op->ev == NULL && prof_on(p->prof, ncclProfileProxyOp)) {
     ncclProfilerEventDescr_v6_t d;
     memset(&d, 0, sizeof(d));
     d.type = ncclProfileProxyOp;
@@ -197,56 +196,56 @@ static void* proxy_prof_post(proxy_t* p, proxy_end_t* e, uint64_t slot) {
     d.proxyOp.nSteps = (int)op->nsteps;
     d.proxyOp.chunkSize = op->chunk;
     d.proxyOp.isSend = e->c.is_send;
-    op->ev = prof_start(p->tprof, &d);
+    op->ev = prof_start(p->prof, &d);
   }
   e->step_op[slot] = op;
-  if (!prof_on(p->tprof, ncclProfileProxyStep)) return NULL;
+  if (!prof_on(p->prof, ncclProfileProxyStep)) return NULL;
   ncclProfilerEventDescr_v6_t d;
   memset(&d, 0, sizeof(d));
   d.type = ncclProfileProxyStep;
   d.parentObj = op != NULL ? op->ev : NULL;
   d.proxyStep.step = op != NULL ? (int)op->posted : (int)e->posted;
-  e->step[slot].prof = p->tprof;
-  e->step[slot].step = prof_start(p->tprof, &d);
+  e->step[slot].prof = p->prof;
+  e->step[slot].step = prof_start(p->prof, &d);
   return e->step[slot].step != NULL ? &e->step[slot] : NULL;
 }
 
 /* The plugin took no request: the step is posted again later. */
 static void proxy_prof_unpost(proxy_t* p, proxy_end_t* e, uint64_t slot) {
-  if (p->tprof == NULL) return;
-  prof_stop(p->tprof, e->step[slot].step);
+  if (p->prof == NULL) return;
+  prof_stop(p->prof, e->step[slot].step);
   e->step[slot].step = NULL;
   e->step_op[slot] = NULL;
 }
 
 static void proxy_prof_posted(proxy_t* p, proxy_end_t* e, uint64_t slot, int state) {
-  if (p->tprof == NULL) return;
+  if (p->prof == NULL) return;
   if (e->step_op[slot] != NULL) e->step_op[slot]->posted++;
-  prof_record(p->tprof, e->step[slot].step, (ncclProfilerEventState_t)state, NULL);
+  prof_record(p->prof, e->step[slot].step, (ncclProfilerEventState_t)state, NULL);
 }
 
 static void proxy_prof_state(proxy_t* p, proxy_end_t* e, uint64_t slot, int state) {
-  if (p->tprof != NULL)
-    prof_record(p->tprof, e->step[slot].step, (ncclProfilerEventState_t)state, NULL);
+  if (p->prof != NULL)
+    prof_record(p->prof, e->step[slot].step, (ncclProfilerEventState_t)state, NULL);
 }
 
 /* Slot `slot` completed with `bytes`: its ProxyStep ends, and its op with its last step. */
 static void proxy_prof_done(proxy_t* p, proxy_end_t* e, uint64_t slot, uint32_t bytes) {
-  if (p->tprof == NULL) return;
+  if (p->prof == NULL) return;
   if (e->step[slot].step != NULL) {
     ncclProfilerEventStateArgs_v6_t a;
     memset(&a, 0, sizeof(a));
     a.proxyStep.transSize = bytes;
-    prof_record(p->tprof, e->step[slot].step,
+    prof_record(p->prof, e->step[slot].step,
                 e->c.is_send ? ncclProfilerProxyStepSendWait : ncclProfilerProxyStepRecvWait, &a);
-    prof_stop(p->tprof, e->step[slot].step);
+    prof_stop(p->prof, e->step[slot].step);
     e->step[slot].step = NULL;
   }
   proxy_prof_op_t* op = e->step_op[slot];
   e->step_op[slot] = NULL;
   if (op == NULL) return;
   if (++op->done == op->nsteps) {
-    prof_stop(p->tprof, op->ev);
+    prof_stop(p->prof, op->ev);
     op->ev = NULL;
     /* Ops complete in order: the oldest ones done make room for the launching thread. */
     uint32_t d = __atomic_load_n(&e->op_done, __ATOMIC_RELAXED);
@@ -258,15 +257,15 @@ static void proxy_prof_done(proxy_t* p, proxy_end_t* e, uint64_t slot, uint32_t 
 
 /* The thread's ProxyCtrl event (started with the first state it records) enters `state`. */
 static void proxy_ctrl(proxy_t* p, int state) {
-  if (p->ctrl_state == state || !prof_on(p->tprof, ncclProfileProxyCtrl)) return;
+  if (p->ctrl_state == state || !prof_on(p->prof, ncclProfileProxyCtrl)) return;
   if (p->ctrl_ev == NULL) {
     ncclProfilerEventDescr_v6_t d;
     memset(&d, 0, sizeof(d));
     d.type = ncclProfileProxyCtrl;
-    p->ctrl_ev = prof_start(p->tprof, &d);
+    p->ctrl_ev = prof_start(p->prof, &d);
   }
   p->ctrl_state = state;
-  prof_record(p->tprof, p->ctrl_ev, (ncclProfilerEventState_t)state, NULL);
+  prof_record(p->prof, p->ctrl_ev, (ncclProfilerEventState_t)state, NULL);
 }
 
 static int proxy_send(proxy_t* p, proxy_end_t* e, int* pending_p) {
@@ -452,7 +451,6 @@ static void* proxy_main(void* arg) {
   uint64_t last_progress = 0; /* when the current run without progress began; 0: none */
   int stall_reported = 0;
   while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
-    p->tprof = __atomic_load_n(&p->prof, __ATOMIC_ACQUIRE);
     if (__atomic_load_n(&p->has_incoming, __ATOMIC_ACQUIRE)) proxy_take_incoming(p);
     int progress = 0, pending = 0;
     /* Read before the sweep: a launch that ended before this read has its last tail seen by the
@@ -506,19 +504,20 @@ static void* proxy_main(void* arg) {
       sched_yield();
     }
   }
-  prof_stop(p->tprof, p->ctrl_ev); /* the thread's last event ends with it */
+  prof_stop(p->prof, p->ctrl_ev); /* the thread's last event ends with it */
   p->ctrl_ev = NULL;
   return NULL;
 }
 
 ncclResult_t proxy_create(net_t* net, int rank, volatile uint32_t* comm_abort,
-                          volatile uint32_t* kernel_abort, proxy_t** proxy_p) {
+                          volatile uint32_t* kernel_abort, prof_t* prof, proxy_t** proxy_p) {
   proxy_t* p = NULL;
   CHECK(MEM_CALLOC(&p, 1));
   p->net = net;
   p->rank = rank;
   p->comm_abort = comm_abort;
   p->kernel_abort = kernel_abort;
+  p->prof = prof;
   if (param_str(PARAM_PROXY_TRACE) != NULL &&
       (p->trace = calloc(PROXY_TRACE_MAX, sizeof(*p->trace))) == NULL)
     WARN("proxy: no memory for CHOIR_PROXY_TRACE; rank %d runs without it", rank);
@@ -605,10 +604,6 @@ out:
   __atomic_store_n(&p->has_incoming, p->nincoming > 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&p->lock);
   return res;
-}
-
-void proxy_prof_attach(proxy_t* p, prof_t* prof) {
-  if (p != NULL) __atomic_store_n(&p->prof, prof, __ATOMIC_RELEASE);
 }
 
 void proxy_prof_op(proxy_t* p, const void* key, void* parent, uint32_t nsteps, int chunk,

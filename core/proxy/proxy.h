@@ -51,9 +51,10 @@ typedef struct proxy_conn {
 
 /* net: the communicator's net plugin (outlives the proxy). kernel_abort: the flag the kernels
  * poll (host address), raised on a network error; comm_abort: the communicator's abort flag
- * (ncclCommAbort), which stops the proxy. */
+ * (ncclCommAbort), which stops the proxy. prof: the communicator's profiler (core/prof; NULL:
+ * none), for the events proxy_prof_op describes; it must outlive the proxy. */
 ncclResult_t proxy_create(net_t* net, int rank, volatile uint32_t* comm_abort,
-                          volatile uint32_t* kernel_abort, proxy_t** proxy_p);
+                          volatile uint32_t* kernel_abort, prof_t* prof, proxy_t** proxy_p);
 /* Stop the thread, then deregister and close every connection end. Kernels using them must be
  * over. Safe with NULL. */
 void proxy_destroy(proxy_t* proxy);
@@ -66,8 +67,8 @@ ncclResult_t proxy_add(proxy_t* proxy, const proxy_conn_t* conns, int n);
 void proxy_launch_begin(proxy_t* proxy);
 void proxy_launch_end(proxy_t* proxy);
 
-/* Profiling (core/prof). proxy_prof_attach: the communicator's profiler (NULL: none), before
- * any proxy_prof_op. proxy_prof_op: a launch about to run moves nsteps steps through the end
+/* Profiling (core/prof), with the profiler given at creation. proxy_prof_op: a launch about to
+ * run moves nsteps steps through the end
  * named key, for the event parent (a Coll or P2p event): the thread reports a ProxyOp event
  * (channel, peer, nsteps, chunk) from its first step's post to its last step's completion, and a
  * ProxyStep event per step (the net plugin's own events under it), each op taking the next
@@ -76,7 +77,6 @@ void proxy_launch_end(proxy_t* proxy);
  * overflows stops reporting ops (INFO). Not for launches under CUDA-graph capture. The thread
  * itself reports one ProxyCtrl event from its first state to its end: Active (a sweep moved
  * data), Idle (sweeps without progress), Sleep and Wakeup (around waiting for a launch). */
-void proxy_prof_attach(proxy_t* proxy, prof_t* prof);
 void proxy_prof_op(proxy_t* proxy, const void* key, void* parent, uint32_t nsteps, int chunk,
                    int channel);
 

@@ -171,9 +171,7 @@ ncclResult_t transport_net_ensure(transport_t* t) {
          t->rank, net_name(t->net), net_version(t->net), net_lib_path(t->net));
     net_place(t);
   }
-  CHECK(proxy_create(t->net, t->rank, t->abort_flag, t->kernel_abort, &t->proxy));
-  proxy_prof_attach(t->proxy, t->prof);
-  return ncclSuccess;
+  return proxy_create(t->net, t->rank, t->abort_flag, t->kernel_abort, t->prof, &t->proxy);
 }
 
 /* Pinned, mapped host memory of bytes (zeroed): a TRANSPORT_RES_HOST. */

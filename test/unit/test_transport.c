@@ -1374,6 +1374,13 @@ static int net_rank(int rank, const job_t* j) {
   EXPECT(transport_create(bs, rank, 2, rank, peers, NULL, NULL, NULL, &t) == ncclSuccess);
   EXPECT(transport_set_net(t, NULL, 0xc401, -1, &kabort) == ncclSuccess);
   EXPECT(transport_kind(t, 1 - rank) == KERN_TRANSPORT_NET);
+  /* Profiled: the profiler before the first connection (the proxy takes it when made). */
+  prof_t* prof = NULL;
+  if (net_profiled()) {
+    prof_create(0xc401, NULL, 2, 2, rank, &prof);
+    EXPECT(prof != NULL);
+    transport_prof_attach(t, prof);
+  }
   transport_req_t reqs[2 * NET_CHANNELS];
   kern_conn_t out[2 * NET_CHANNELS];
   /* Channel 0 SIMPLE only, channel 1 every protocol (LL asked smaller: it shares SIMPLE's
@@ -1409,17 +1416,12 @@ static int net_rank(int rank, const job_t* j) {
   /* Profiled (CHOIR_TEST_PROF=1, a mock profiler as NCCL_PROFILER_PLUGIN): the first launch's
    * NET_STEPS steps of every end announced in ops of NET_PROF_OP steps (the last one shorter),
    * for the proxy's ProxyOp and ProxyStep events; the later launches announce nothing. */
-  prof_t* prof = NULL;
-  if (net_profiled()) {
-    prof_create(0xc401, NULL, 2, 2, rank, &prof);
-    EXPECT(prof != NULL);
-    transport_prof_attach(t, prof);
+  if (prof != NULL)
     for (int i = 0; i < 2 * NET_CHANNELS; i++)
       for (int s0 = 0; s0 < NET_STEPS; s0 += NET_PROF_OP)
         transport_prof_op(t, &out[i], NULL,
                           NET_STEPS - s0 < NET_PROF_OP ? NET_STEPS - s0 : NET_PROF_OP,
                           (int)net_slot(i / 2), i / 2);
-  }
   proxy_launch_begin(t->proxy);
   uint64_t sent[NET_CHANNELS] = {0}, got[NET_CHANNELS] = {0};
   size_t wrong = 0;
