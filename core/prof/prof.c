@@ -223,6 +223,48 @@ static void* prof_old_parent(const ncclProfilerEventDescr_v6_t* d) {
   return d->parentObj;
 }
 
+/* Members every older descriptor's Coll and P2p share with the newest, by name and type; and
+ * those v1..v3 add (the communicator, and nMaxChannels for nChannels). */
+#define PROF_COLL_SHARED(o, d)                  \
+  do {                                          \
+    (o).coll.seqNumber = (d)->coll.seqNumber;   \
+    (o).coll.sendBuff = (d)->coll.sendBuff;     \
+    (o).coll.recvBuff = (d)->coll.recvBuff;     \
+    (o).coll.count = (d)->coll.count;           \
+    (o).coll.root = (d)->coll.root;             \
+    (o).coll.nWarps = (d)->coll.nWarps;         \
+  } while (0)
+#define PROF_P2P_SHARED(o, d)           \
+  do {                                  \
+    (o).p2p.buff = (d)->p2p.buff;       \
+    (o).p2p.count = (d)->p2p.count;     \
+    (o).p2p.peer = (d)->p2p.peer;       \
+  } while (0)
+#define PROF_COLL_OLD(o, d, p)                   \
+  do {                                           \
+    (o).coll.name = (p)->comm_name;              \
+    (o).coll.commHash = (p)->comm_hash;          \
+    (o).coll.nMaxChannels = (d)->coll.nChannels; \
+  } while (0)
+#define PROF_P2P_OLD(o, p)              \
+  do {                                  \
+    (o).p2p.name = (p)->comm_name;      \
+    (o).p2p.commHash = (p)->comm_hash;  \
+  } while (0)
+/* The names as strings (v2..v4). */
+#define PROF_NAMES(o, d)                        \
+  do {                                          \
+    (o).coll.func = (d)->coll.func;             \
+    (o).coll.datatype = (d)->coll.datatype;     \
+    (o).coll.algo = (d)->coll.algo;             \
+    (o).coll.proto = (d)->coll.proto;           \
+  } while (0)
+#define PROF_P2P_NAMES(o, d)                    \
+  do {                                          \
+    (o).p2p.func = (d)->p2p.func;               \
+    (o).p2p.datatype = (d)->p2p.datatype;       \
+  } while (0)
+
 static void prof_start_v4(prof_t* p, void** h, const ncclProfilerEventDescr_v6_t* d) {
   ncclProfilerEventDescr_v4_t o;
   memset(&o, 0, sizeof(o));
@@ -230,24 +272,13 @@ static void prof_start_v4(prof_t* p, void** h, const ncclProfilerEventDescr_v6_t
   o.parentObj = prof_old_parent(d);
   switch (d->type) {
     case ncclProfileColl:
-      o.coll.seqNumber = d->coll.seqNumber;
-      o.coll.func = d->coll.func;
-      o.coll.sendBuff = d->coll.sendBuff;
-      o.coll.recvBuff = d->coll.recvBuff;
-      o.coll.count = d->coll.count;
-      o.coll.root = d->coll.root;
-      o.coll.datatype = d->coll.datatype;
+      PROF_COLL_SHARED(o, d);
+      PROF_NAMES(o, d);
       o.coll.nChannels = d->coll.nChannels;
-      o.coll.nWarps = d->coll.nWarps;
-      o.coll.algo = d->coll.algo;
-      o.coll.proto = d->coll.proto;
       break;
     case ncclProfileP2p:
-      o.p2p.func = d->p2p.func;
-      o.p2p.buff = d->p2p.buff;
-      o.p2p.datatype = d->p2p.datatype;
-      o.p2p.count = d->p2p.count;
-      o.p2p.peer = d->p2p.peer;
+      PROF_P2P_SHARED(o, d);
+      PROF_P2P_NAMES(o, d);
       o.p2p.nChannels = d->p2p.nChannels;
       break;
     case ncclProfileProxyOp: memcpy(&o.proxyOp, &d->proxyOp, sizeof(o.proxyOp)); break;
@@ -273,28 +304,14 @@ static void prof_start_v3(prof_t* p, void** h, const ncclProfilerEventDescr_v6_t
   o.parentObj = prof_old_parent(d);
   switch (d->type) {
     case ncclProfileColl:
-      o.coll.name = p->comm_name;
-      o.coll.commHash = p->comm_hash;
-      o.coll.seqNumber = d->coll.seqNumber;
-      o.coll.func = d->coll.func;
-      o.coll.sendBuff = d->coll.sendBuff;
-      o.coll.recvBuff = d->coll.recvBuff;
-      o.coll.count = d->coll.count;
-      o.coll.root = d->coll.root;
-      o.coll.datatype = d->coll.datatype;
-      o.coll.nMaxChannels = d->coll.nChannels;
-      o.coll.nWarps = d->coll.nWarps;
-      o.coll.algo = d->coll.algo;
-      o.coll.proto = d->coll.proto;
+      PROF_COLL_SHARED(o, d);
+      PROF_COLL_OLD(o, d, p);
+      PROF_NAMES(o, d);
       break;
     case ncclProfileP2p:
-      o.p2p.name = p->comm_name;
-      o.p2p.commHash = p->comm_hash;
-      o.p2p.func = d->p2p.func;
-      o.p2p.buff = d->p2p.buff;
-      o.p2p.datatype = d->p2p.datatype;
-      o.p2p.count = d->p2p.count;
-      o.p2p.peer = d->p2p.peer;
+      PROF_P2P_SHARED(o, d);
+      PROF_P2P_OLD(o, p);
+      PROF_P2P_NAMES(o, d);
       break;
     case ncclProfileProxyOp: memcpy(&o.proxyOp, &d->proxyOp, sizeof(o.proxyOp)); break;
     case ncclProfileProxyStep: o.proxyStep.step = d->proxyStep.step; break;
@@ -322,29 +339,15 @@ static void prof_start_v2(prof_t* p, void** h, const ncclProfilerEventDescr_v6_t
   o.parentObj = prof_old_parent(d);
   switch (d->type) {
     case ncclProfileColl:
-      o.coll.name = p->comm_name;
-      o.coll.commHash = p->comm_hash;
-      o.coll.seqNumber = d->coll.seqNumber;
-      o.coll.func = d->coll.func;
-      o.coll.sendBuff = d->coll.sendBuff;
-      o.coll.recvBuff = d->coll.recvBuff;
-      o.coll.count = d->coll.count;
-      o.coll.root = d->coll.root;
-      o.coll.datatype = d->coll.datatype;
+      PROF_COLL_SHARED(o, d);
+      PROF_COLL_OLD(o, d, p);
+      PROF_NAMES(o, d);
       o.coll.trafficBytes = prof_traffic(d);
-      o.coll.nMaxChannels = d->coll.nChannels;
-      o.coll.nWarps = d->coll.nWarps;
-      o.coll.algo = d->coll.algo;
-      o.coll.proto = d->coll.proto;
       break;
     case ncclProfileP2p:
-      o.p2p.name = p->comm_name;
-      o.p2p.commHash = p->comm_hash;
-      o.p2p.func = d->p2p.func;
-      o.p2p.buff = d->p2p.buff;
-      o.p2p.datatype = d->p2p.datatype;
-      o.p2p.count = d->p2p.count;
-      o.p2p.peer = d->p2p.peer;
+      PROF_P2P_SHARED(o, d);
+      PROF_P2P_OLD(o, p);
+      PROF_P2P_NAMES(o, d);
       break;
     case ncclProfileProxyOp: memcpy(&o.proxyOp, &d->proxyOp, sizeof(o.proxyOp)); break;
     case ncclProfileProxyStep: o.proxyStep.step = d->proxyStep.step; break;
@@ -360,30 +363,20 @@ static void prof_start_v1(prof_t* p, void** h, const ncclProfilerEventDescr_v6_t
   o.parentObj = prof_old_parent(d);
   switch (d->type) {
     case ncclProfileColl:
-      o.coll.name = p->comm_name;
-      o.coll.commHash = p->comm_hash;
-      o.coll.seqNumber = d->coll.seqNumber;
+      PROF_COLL_SHARED(o, d);
+      PROF_COLL_OLD(o, d, p);
       o.coll.func = prof_index_of(d->coll.func, prof_func_name_i, 11);
-      o.coll.sendBuff = d->coll.sendBuff;
-      o.coll.recvBuff = d->coll.recvBuff;
-      o.coll.count = d->coll.count;
-      o.coll.root = d->coll.root;
       o.coll.datatype = prof_index_of(d->coll.datatype, prof_type_name_i, 12);
       o.coll.op = 0; /* the newer descriptors carry no operator; v1 readers get ncclSum */
       o.coll.trafficBytes = prof_traffic(d);
-      o.coll.nMaxChannels = d->coll.nChannels;
-      o.coll.nWarps = d->coll.nWarps;
       o.coll.algo = prof_index_of(d->coll.algo, prof_algo_name, 7);
       o.coll.proto = prof_index_of(d->coll.proto, prof_proto_name, 3);
       break;
     case ncclProfileP2p:
-      o.p2p.name = p->comm_name;
-      o.p2p.commHash = p->comm_hash;
+      PROF_P2P_SHARED(o, d);
+      PROF_P2P_OLD(o, p);
       o.p2p.func = prof_index_of(d->p2p.func, prof_func_name_i, 11);
-      o.p2p.buff = d->p2p.buff;
       o.p2p.datatype = prof_index_of(d->p2p.datatype, prof_type_name_i, 12);
-      o.p2p.count = d->p2p.count;
-      o.p2p.peer = d->p2p.peer;
       break;
     case ncclProfileProxyOp: memcpy(&o.proxyOp, &d->proxyOp, sizeof(o.proxyOp)); break;
     case ncclProfileProxyStep: o.proxyStep.step = d->proxyStep.step; break;
