@@ -175,6 +175,7 @@ __device__ __forceinline__ int ring_pos(const kern_channel_t& ch, int n, int ran
 /* A collective: CTA c runs channel c. With one rank the channel has no connection. */
 template <int PROTO, class R>
 __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) {
+  prof_mark_start(w.prof);
   kern_comm_t* comm = w.comm;
   kern_channel_t* ch = &comm->channels[blockIdx.x];
   const int n = comm->nranks;
@@ -193,6 +194,7 @@ __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) 
     default: break;
   }
   p.finish();
+  prof_mark_stop(w.prof);
 }
 
 /* Threads per CTA a kernel is built for. LL128 with an operator that needs registers of its own

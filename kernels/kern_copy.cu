@@ -19,6 +19,7 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
 /* One CTA: part `cta` of op k, over the op's connection `cta` with its peer. */
 __global__ void __launch_bounds__(KERN_NTHREADS, 1)
     kern_p2p_kernel(const __grid_constant__ kern_p2p_batch_t b) {
+  prof_mark_start(b.prof);
   uint32_t cta = blockIdx.x, k = 0;
   while (k + 1 < b.nops && cta >= b.ops[k].nctas) {
     cta -= b.ops[k].nctas;
@@ -48,6 +49,7 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
     base += ne;
   }
   p.finish();
+  prof_mark_stop(b.prof);
 }
 
 template <int PROTO>

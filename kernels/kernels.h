@@ -243,6 +243,15 @@ typedef struct kern_comm {
   kern_channel_t channels[KERN_MAX_CHANNELS];
 } kern_comm_t;
 
+/* The profiler's kernel-channel record of one CTA of a launch: the GPU's global timer (ns) when
+ * the CTA started and when it finished, written by its thread 0 into host-mapped memory (0 until
+ * written: the host zeroes a record before the launch and reads it after, without waiting on the
+ * stream). A launch with records gets one per CTA: CTA i writes record i. */
+typedef struct kern_prof_rec {
+  uint64_t start;
+  uint64_t stop;
+} kern_prof_rec_t;
+
 /* Ring collectives (reductions use (op, type); the others move bytes). */
 typedef enum {
   KERN_COLL_BROADCAST = 0,
@@ -264,6 +273,7 @@ typedef enum {
  * (chunk_bytes a multiple of 16), with proto's line format and synchronization.
  */
 typedef struct kern_coll_work {
+  kern_prof_rec_t* prof; /* NULL, or nchannels records (kern_prof_rec_t); first in every work */
   const void* sendbuff;
   void* recvbuff;
   uint64_t count;
@@ -299,6 +309,7 @@ typedef struct kern_p2p_op {
 /* Sends, receives and copies that progress together in one kernel: op k gets CTAs
  * [sum of nctas of ops < k, + nctas). */
 typedef struct kern_p2p_batch {
+  kern_prof_rec_t* prof; /* NULL, or nctas records (kern_prof_rec_t) */
   kern_comm_t* comm; /* device pointer */
   uint32_t nops;
   uint32_t nctas;    /* sum of the ops' nctas: the grid */
@@ -341,7 +352,11 @@ KERN_STATIC_ASSERT(sizeof(kern_reduce_copy_args_t) == 136, "kern_reduce_copy_arg
 KERN_STATIC_ASSERT(KERN_RC_MAX_SRCS <= 32, "preop_mask has one bit per source");
 KERN_STATIC_ASSERT(sizeof(kern_conn_t) == 80, "kern_conn_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_channel_t) == 184, "kern_channel_t layout");
-KERN_STATIC_ASSERT(sizeof(kern_coll_work_t) == 88, "kern_coll_work_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_coll_work_t) == 96, "kern_coll_work_t layout");
+/* A launch's records pointer is the first member of both works: an emulated launch (the CPU
+ * tests' fake runtime) writes the timestamps without knowing which kernel it stands for. */
+KERN_STATIC_ASSERT(offsetof(kern_coll_work_t, prof) == 0, "kern_coll_work_t layout");
+KERN_STATIC_ASSERT(offsetof(kern_p2p_batch_t, prof) == 0, "kern_p2p_batch_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_p2p_op_t) == 32, "kern_p2p_op_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_p2p_batch_t) <= 4096, "a p2p batch fits the classic parameter space");
 

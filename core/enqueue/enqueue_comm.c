@@ -435,7 +435,10 @@ ncclResult_t enqueue_comm_finalize(enq_comm_t* dp) {
   /* Poll rather than block, so that an abort from another thread ends the wait. */
   for (;;) {
     cudaError_t e = cudaEventQuery(dp->done_ev);
-    if (e == cudaSuccess) return ncclSuccess;
+    if (e == cudaSuccess) {
+      enq_prof_kch_poll(dp);
+      return ncclSuccess;
+    }
     if (e != cudaErrorNotReady) {
       WARN("rank %d: waiting for the communicator's operations failed: %s", dp->rank,
            cudaGetErrorString(e));
@@ -455,6 +458,7 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
     cuda_set_device(dp->cuda_dev);
   }
   if (dp->launched && dp->done_ev) cudaEventSynchronize(dp->done_ev);
+  enq_prof_kch_release(dp);
   if (dp->dev_ring_ranks) cudaFree(dp->dev_ring_ranks);
   enq_device_release(dp);
   tune_destroy(dp->tune);

@@ -108,6 +108,15 @@ struct enq_comm {
   void* prof_group;
   int prof_group_open;
   uint64_t prof_seq; /* collectives launched so far: the Coll events' seqNumber */
+  /* KernelCh events (enqueue_prof.c): ENQ_KCH_RECS timestamp records in host-mapped memory
+   * (allocated when the profiler first wants them), handed to launches in order; record i's
+   * parent event and channel; records handed out and consumed so far (head - tail pending). */
+  kern_prof_rec_t* kch_host;
+  kern_prof_rec_t* kch_dev;
+  void** kch_parent;
+  uint8_t* kch_channel;
+  uint64_t kch_head, kch_tail;
+  int kch_failed; /* the allocation failed once: no KernelCh events on this communicator */
 };
 
 /* The plan of one collective: what tune_choose decided, as the kernel's work descriptor takes
@@ -173,6 +182,20 @@ void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream);
 void enq_prof_ring_ops(enq_comm_t* dp, const kern_coll_work_t* w, void* parent);
 /* The same for a send/recv batch: op o's CTAs, each over its connection with the op's peer. */
 void enq_prof_p2p_ops(enq_comm_t* dp, const kern_p2p_batch_t* b, void* const* parents);
+
+/* KernelCh events: a launch of n CTAs outside capture reserves n records (polling finished
+ * ones first); NULL when the type is masked off, under capture, or no room is left (then the
+ * launch has no KernelCh events). *first_p: the first record's number, for enq_prof_kch_set and,
+ * when the launch fails, enq_prof_kch_cancel. */
+kern_prof_rec_t* enq_prof_kch_reserve(enq_comm_t* dp, uint32_t n, int capturing,
+                                      uint64_t* first_p);
+void enq_prof_kch_set(enq_comm_t* dp, uint64_t rec, void* parent, int channel);
+void enq_prof_kch_cancel(enq_comm_t* dp, uint64_t first);
+/* Reports every record whose CTA finished, in order (never waits for the GPU). */
+void enq_prof_kch_poll(enq_comm_t* dp);
+/* At destroy, after the communicator's last kernel: reports what finished, drops the rest and
+ * frees the records. */
+void enq_prof_kch_release(enq_comm_t* dp);
 
 /* enqueue_group.c */
 /* Adds dp to the calling thread's group (once). */

@@ -190,12 +190,18 @@ static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op, const en
   int capturing;
   CHECK(enq_stream_enter(dp, op->stream, &capturing));
   void* ev = enq_prof_coll_start(dp, op, plan);
-  if (!capturing) enq_prof_ring_ops(dp, &w, ev);
+  uint64_t kch = 0;
+  if (dp->prof != NULL) {
+    if (!capturing) enq_prof_ring_ops(dp, &w, ev);
+    if ((w.prof = enq_prof_kch_reserve(dp, (uint32_t)w.nchannels, capturing, &kch)) != NULL)
+      for (int c = 0; c < w.nchannels; c++) enq_prof_kch_set(dp, kch + (uint64_t)c, ev, c);
+  }
   void* kl = enq_prof_launch_start(dp, op->stream);
   ncclResult_t res = kern_coll_launch(&w, op->stream);
   prof_stop(dp->prof, kl);
   prof_stop(dp->prof, ev);
   if (res != ncclSuccess) {
+    if (w.prof != NULL) enq_prof_kch_cancel(dp, kch);
     WARN("rank %d: cannot launch the collective: %s", dp->rank, kern_last_error());
     transport_launch_abandon(dp->transport, op->stream, capturing);
     return res;
@@ -439,10 +445,16 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
   cudaStream_t s = v[lo].stream;
   int capturing;
   CHECK(enq_stream_enter(dp, s, &capturing));
-  if (!capturing && dp->prof != NULL) {
+  uint64_t kch = 0;
+  if (dp->prof != NULL) {
     void* parents[KERN_P2P_MAX_OPS];
     for (int i = lo; i < hi; i++) parents[i - lo] = v[i].prof_parent;
-    enq_prof_p2p_ops(dp, &b, parents);
+    if (!capturing) enq_prof_p2p_ops(dp, &b, parents);
+    /* CTA records in the kernel's order: op k's CTAs, each named by its connection. */
+    if ((b.prof = enq_prof_kch_reserve(dp, b.nctas, capturing, &kch)) != NULL)
+      for (uint32_t k = 0, r = 0; k < b.nops; k++)
+        for (uint32_t c = 0; c < b.ops[k].nctas; c++, r++)
+          enq_prof_kch_set(dp, kch + r, parents[k], (int)c);
   }
   /* From here on every error must balance the launch mark of enq_stream_enter. */
   ncclResult_t res = enq_streams_join(v, lo, hi, s, ENQ_JOIN_INTO, dp->join_ev);
@@ -455,6 +467,7 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
            kern_last_error());
   }
   if (res != ncclSuccess) {
+    if (b.prof != NULL) enq_prof_kch_cancel(dp, kch);
     transport_launch_abandon(dp->transport, s, capturing);
     return res;
   }

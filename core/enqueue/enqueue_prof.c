@@ -8,6 +8,7 @@
  * kernel's launch to just after (NCCL's meaning: enqueued, not finished); and a KernelLaunch
  * event around each kernel launch. Nothing is built unless prof_on says the type is wanted.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "enqueue_internal.h"
@@ -218,4 +219,114 @@ void enq_prof_p2p_ops(enq_comm_t* dp, const kern_p2p_batch_t* b, void* const* pa
                         parents[k], (uint32_t)nsteps, (int)step, (int)cta);
     }
   }
+}
+
+/* ---- Kernel channels (KernelCh events) ---------------------------------------------------------
+ * Each CTA of a launch writes its start and stop times (the GPU's global timer) into one record
+ * of host-mapped memory (kernels.h: kern_prof_rec_t); the host reports a record once its stop is
+ * there, at the communicator's next launch, at finalize or at destroy, and never waits for the
+ * stream. Records are handed out in launch order, and a communicator's launches finish in that
+ * order (each waits for the previous one's event), so the reader stops at the first record not
+ * finished. A launch's records are contiguous (the kernel writes record blockIdx.x): one that
+ * does not fit before the end of the ring starts at its beginning, the skipped records count as
+ * finished without an event. Captured launches get none: a graph replays its kernels' arguments,
+ * so their records could not be told apart. */
+
+#define ENQ_KCH_RECS 4096u
+#define ENQ_KCH_SKIPPED ((void*)1) /* parent of a record no launch got */
+
+static ncclResult_t enq_kch_alloc(enq_comm_t* dp) {
+  const size_t bytes = sizeof(kern_prof_rec_t) * ENQ_KCH_RECS;
+  if (cudaHostAlloc((void**)&dp->kch_host, bytes, cudaHostAllocMapped) != cudaSuccess ||
+      cudaHostGetDevicePointer((void**)&dp->kch_dev, dp->kch_host, 0) != cudaSuccess ||
+      (dp->kch_parent = calloc(ENQ_KCH_RECS, sizeof(void*))) == NULL ||
+      (dp->kch_channel = calloc(ENQ_KCH_RECS, 1)) == NULL) {
+    WARN("rank %d: cannot allocate %zu bytes of host-mapped memory for the profiler's kernel "
+         "channel timestamps; this communicator reports no KernelCh events",
+         dp->rank, bytes);
+    (void)cudaGetLastError();
+    enq_prof_kch_release(dp);
+    dp->kch_failed = 1;
+    return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
+kern_prof_rec_t* enq_prof_kch_reserve(enq_comm_t* dp, uint32_t n, int capturing,
+                                      uint64_t* first_p) {
+  if (capturing || n == 0 || n > ENQ_KCH_RECS || dp->kch_failed ||
+      !prof_on(dp->prof, ncclProfileKernelCh))
+    return NULL;
+  if (dp->kch_host == NULL && enq_kch_alloc(dp) != ncclSuccess) return NULL;
+  enq_prof_kch_poll(dp);
+  uint64_t first = dp->kch_head;
+  const uint32_t at = (uint32_t)(first % ENQ_KCH_RECS);
+  const uint32_t skip = at + n > ENQ_KCH_RECS ? ENQ_KCH_RECS - at : 0;
+  if (dp->kch_head + skip + n - dp->kch_tail > ENQ_KCH_RECS) {
+    INFO(NCCL_INIT, "rank %d: %llu kernel-channel records still running; a launch of %u CTAs "
+         "goes without KernelCh events", dp->rank,
+         (unsigned long long)(dp->kch_head - dp->kch_tail), n);
+    return NULL;
+  }
+  for (uint32_t i = 0; i < skip; i++) dp->kch_parent[at + i] = ENQ_KCH_SKIPPED;
+  first += skip;
+  kern_prof_rec_t* h = &dp->kch_host[first % ENQ_KCH_RECS];
+  for (uint32_t i = 0; i < n; i++) {
+    __atomic_store_n(&h[i].start, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&h[i].stop, 0, __ATOMIC_RELAXED);
+    dp->kch_parent[(first + i) % ENQ_KCH_RECS] = NULL;
+    dp->kch_channel[(first + i) % ENQ_KCH_RECS] = 0;
+  }
+  __atomic_thread_fence(__ATOMIC_SEQ_CST); /* zeroed before the launch can write them */
+  dp->kch_head = first + n;
+  *first_p = first;
+  return dp->kch_dev + first % ENQ_KCH_RECS;
+}
+
+void enq_prof_kch_set(enq_comm_t* dp, uint64_t rec, void* parent, int channel) {
+  dp->kch_parent[rec % ENQ_KCH_RECS] = parent;
+  dp->kch_channel[rec % ENQ_KCH_RECS] = (uint8_t)channel;
+}
+
+void enq_prof_kch_cancel(enq_comm_t* dp, uint64_t first) {
+  /* Nothing was reserved after the failed launch's records. */
+  for (uint64_t r = first; r < dp->kch_head; r++) dp->kch_parent[r % ENQ_KCH_RECS] = ENQ_KCH_SKIPPED;
+}
+
+void enq_prof_kch_poll(enq_comm_t* dp) {
+  while (dp->kch_tail < dp->kch_head) {
+    const uint32_t i = (uint32_t)(dp->kch_tail % ENQ_KCH_RECS);
+    void* parent = dp->kch_parent[i];
+    if (parent != ENQ_KCH_SKIPPED) {
+      const uint64_t stop = __atomic_load_n(&dp->kch_host[i].stop, __ATOMIC_ACQUIRE);
+      if (stop == 0) break;
+      ncclProfilerEventDescr_v6_t d;
+      memset(&d, 0, sizeof(d));
+      d.type = ncclProfileKernelCh;
+      d.parentObj = parent;
+      d.kernelCh.channelId = dp->kch_channel[i];
+      d.kernelCh.pTimer = __atomic_load_n(&dp->kch_host[i].start, __ATOMIC_RELAXED);
+      void* ev = prof_start(dp->prof, &d);
+      ncclProfilerEventStateArgs_v6_t a;
+      memset(&a, 0, sizeof(a));
+      a.kernelCh.pTimer = stop;
+      prof_record(dp->prof, ev, ncclProfilerKernelChStop, &a);
+      prof_stop(dp->prof, ev);
+    }
+    dp->kch_tail++;
+  }
+}
+
+void enq_prof_kch_release(enq_comm_t* dp) {
+  if (dp->kch_host != NULL) enq_prof_kch_poll(dp);
+  if (dp->kch_tail != dp->kch_head)
+    INFO(NCCL_INIT, "rank %d: %llu kernel-channel records never finished; no KernelCh event "
+         "for them", dp->rank, (unsigned long long)(dp->kch_head - dp->kch_tail));
+  if (dp->kch_host != NULL) cudaFreeHost(dp->kch_host);
+  free(dp->kch_parent);
+  free(dp->kch_channel);
+  dp->kch_host = dp->kch_dev = NULL;
+  dp->kch_parent = NULL;
+  dp->kch_channel = NULL;
+  dp->kch_head = dp->kch_tail = 0;
 }

@@ -9,8 +9,9 @@
  *   F                                                          finalize
  * Fields: Coll "<func> <algo> <proto> <nChannels> <count> <datatype> <seq>", P2p "<func> <peer>
  * <count> <datatype>", ProxyOp "<channel> <peer> <nSteps> <isSend>", ProxyStep "<step>",
- * NetPlugin "<id>", CollApi/P2pApi "<func> <count> <datatype>", GroupApi "<depth>", others
- * "-". v1's numeric func/datatype/algo/proto are written as numbers. Event handles live until
+ * NetPlugin "<id>", CollApi/P2pApi "<func> <count> <datatype>", GroupApi "<depth>", KernelCh
+ * "<channelId> <pTimer>" (v3 has no pTimer: 0), others "-"; a KernelChStop state (v4+) adds
+ * its pTimer to the R line. v1's numeric func/datatype/algo/proto are written as numbers. Event handles live until
  * finalize, so a parent handle can be read after its stop.
  * MOCK_PROF_MASK: the activation mask to set (default: every type); MOCK_PROF_FAIL_INIT=1: init
  * returns ncclInternalError.
@@ -139,6 +140,16 @@ static ncclResult_t mock_start(void* context, void** eHandle, MOCK_DESCR* d) {
     case ncclProfileProxyStep:
       snprintf(fields, sizeof(fields), "%d", d->proxyStep.step);
       break;
+#if MOCK_PROF_V >= 4
+    case ncclProfileKernelCh:
+      snprintf(fields, sizeof(fields), "%d %llu", d->kernelCh.channelId,
+               (unsigned long long)d->kernelCh.pTimer);
+      break;
+#elif MOCK_PROF_V == 3
+    case ncclProfileKernelCh:
+      snprintf(fields, sizeof(fields), "%d 0", d->kernelCh.channelId);
+      break;
+#endif
 #if MOCK_PROF_V >= 3
     case ncclProfileNetPlugin:
       snprintf(fields, sizeof(fields), "0x%llx", (unsigned long long)d->netPlugin.id);
@@ -178,9 +189,14 @@ static ncclResult_t mock_stop(void* eHandle) {
 }
 
 static ncclResult_t mock_record(void* eHandle, MOCK_STATE state, MOCK_ARGS* args) {
+  unsigned long long v = 0;
+#if MOCK_PROF_V >= 4
+  if (state == ncclProfilerKernelChStop && args != NULL) v = args->kernelCh.pTimer;
+#else
   (void)args;
+#endif
   pthread_mutex_lock(&mock_lock);
-  mock_log("R %ld %d\n", ((mock_ev_t*)eHandle)->id, (int)state);
+  mock_log("R %ld %d %llu\n", ((mock_ev_t*)eHandle)->id, (int)state, v);
   pthread_mutex_unlock(&mock_lock);
   return ncclSuccess;
 }

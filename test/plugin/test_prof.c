@@ -9,7 +9,8 @@
  *              algorithm and protocol NONE); P2p events for a send and a receive to itself; v5+:
  *              each Coll/P2p under its CollApi/P2pApi, each API event under a GroupApi with the
  *              group-start and group-end states, the AlltoAll's send and receive P2p events under
- *              its CollApi; v1..v4: Coll and P2p under a Group event
+ *              its CollApi; v1..v4: Coll and P2p under a Group event; v3+: a KernelCh event per
+ *              CTA launched, under its P2p event, with the GPU times (v4+) the launch wrote
  *   mask       the mask the plugin sets decides: Coll only gives Coll events only; 0 gives none
  *   failinit   an init that fails leaves the communicator working without the profiler: a WARN
  *              naming it (ncclGetLastError), the library unloaded, no event, no finalize
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../unit/fake_cudart.h"
 #include "fork_case.h"
 #include "nccl.h"
 #include "nccl_profiler.h"
@@ -41,6 +43,7 @@ typedef struct {
   char fields[256];
   int stops;
   int states[4];
+  unsigned long long state_v[4];
   int nstates;
 } ev_t;
 
@@ -90,10 +93,15 @@ static void trace_read(const char* path, trace_t* t) {
       if (e) e->stops++;
       if (t->finals) t->events_after_final++;
     } else if (line[0] == 'R' && sscanf(line, "R %ld %d", &id, &state) == 2) {
+      unsigned long long sv = 0;
+      (void)sscanf(line, "R %*d %*d %llu", &sv);
       ev_t* e = trace_find(t, id);
       CHECK_MSG(e != NULL && e->stops == 0, "v%d: state %d of event %ld not running",
                 cur_version, state, id);
-      if (e && e->nstates < 4) e->states[e->nstates++] = state;
+      if (e && e->nstates < 4) {
+        e->state_v[e->nstates] = sv;
+        e->states[e->nstates++] = state;
+      }
     } else {
       t->bad_lines++;
     }
@@ -159,11 +167,12 @@ static void case_version(int v) {
                                 ncclProfileGroupApi | ncclProfileCollApi | ncclProfileP2pApi |
                                 ncclProfileKernelLaunch)
                              : (ncclProfileGroup | ncclProfileColl | ncclProfileP2p);
+  const int allowed_kch = allowed | (v >= 3 ? ncclProfileKernelCh : 0);
   for (int i = 0; i < t.nev; i++) {
     ev_t* e = &t.ev[i];
     CHECK_MSG(e->stops == 1, "v%d: event %ld (type 0x%x) stopped %d times", v, e->id, e->type,
               e->stops);
-    CHECK_MSG((e->type & allowed) == e->type && e->type != 0,
+    CHECK_MSG((e->type & allowed_kch) == e->type && e->type != 0,
               "v%d: event %ld of type 0x%x, which this version cannot represent", v, e->id,
               e->type);
   }
@@ -233,6 +242,34 @@ static void case_version(int v) {
                                    : p->type == ncclProfileGroup),
               "v%d: P2p %ld has parent of type 0x%x", v, e->id, p ? p->type : 0);
   }
+  /* One KernelCh per CTA of each kernel launched (the send/recv to itself and the AlltoAll
+   * copy: the emulated launches write the timestamps a kernel would), each under its P2p event
+   * (a copy's is its send's), with the CTA's GPU start time (v4+) and a KernelChStop state with
+   * its stop time; none before v3, whose events cannot say it, and then no launch has records. */
+  const int nkch = count_type(&t, ncclProfileKernelCh);
+  CHECK_EQ_INT(nkch, fake_cudart.timed_ctas);
+  CHECK_MSG(v >= 3 ? nkch > 0 : nkch == 0, "v%d: %d KernelCh events", v, nkch);
+  for (int i = 0; i < t.nev; i++) {
+    ev_t* e = &t.ev[i];
+    if (e->type != ncclProfileKernelCh) continue;
+    int ch = -1;
+    unsigned long long start = 0;
+    CHECK_MSG(sscanf(e->fields, "%d %llu", &ch, &start) == 2, "v%d: KernelCh fields '%s'", v,
+              e->fields);
+    ev_t* p = trace_find(&t, e->parent);
+    CHECK_MSG(p != NULL && p->type == ncclProfileP2p && strncmp(p->fields, "Send", 4) == 0,
+              "v%d: KernelCh %ld is not under a Send P2p event", v, e->id);
+    if (v >= 4) {
+      CHECK_MSG(start >= 1000000ull && ch == (int)(start % 1000000ull),
+                "v%d: KernelCh channel %d with pTimer %llu", v, ch, start);
+      CHECK_MSG(e->nstates == 1 && e->states[0] == ncclProfilerKernelChStop &&
+                    e->state_v[0] == start + 500,
+                "v%d: KernelCh %ld: %d states (%d, pTimer %llu; start %llu)", v, e->id,
+                e->nstates, e->states[0], e->state_v[0], start);
+    } else {
+      CHECK_MSG(e->nstates == 0, "v3: KernelCh %ld with a state v3 cannot represent", e->id);
+    }
+  }
   if (v >= 5) {
     /* Four groups (the lone calls are one each), each with its two states in order. */
     CHECK_EQ_INT(count_type(&t, ncclProfileGroupApi), 4);
@@ -270,6 +307,7 @@ static void case_mask(void) {
   trace_read(log, &t);
   CHECK_EQ_INT(count_type(&t, ncclProfileColl), 4);
   CHECK_EQ_INT(t.nev, 4); /* nothing else */
+  CHECK_EQ_INT(fake_cudart.timed_ctas, 0); /* KernelCh off: no launch carries records */
   for (int i = 0; i < t.nev; i++)
     CHECK_MSG(t.ev[i].parent == 0, "mask Coll only: event %ld has a parent (%ld) that the mask "
               "left out", t.ev[i].id, t.ev[i].parent);

@@ -3,7 +3,8 @@
  * emulated for CPU tests (fake_cudart.c). The test program is linked with --wrap for each of
  * them (fake_cudart_wrap in test/unit/meson.build), so that the core's libraries call these
  * whether the CUDA runtime is linked shared or static. Device memory is host memory; nothing
- * runs: copies between user buffers and kernel launches are only counted.
+ * runs: copies between user buffers and kernel launches are only counted (a launch writes the
+ * profiler's kernel-channel timestamps where its work has records).
  */
 #ifndef CHOIR_TEST_FAKE_CUDART_H
 #define CHOIR_TEST_FAKE_CUDART_H
@@ -17,6 +18,7 @@ typedef struct {
   int copies;          /* device-to-device copies (between the user's buffers) */
   size_t copied;       /* their bytes */
   int launches;        /* kernel launches */
+  int timed_ctas;      /* CTAs whose profiler timestamps a launch wrote (kernels.h) */
 } fake_cudart_t;
 
 extern fake_cudart_t fake_cudart;
