@@ -191,6 +191,10 @@ typedef struct prof_ctx {
   int rank, nranks, nnodes;
   ncclDebugLogger_t log;
   uint64_t t_init;
+  /* CLOCK_REALTIME minus the trace's clock at init (ns): the GPU's global timer, which the
+   * KernelCh times are read from, follows the real-time clock, so a kernel channel's slice is
+   * drawn where the GPU ran it. */
+  int64_t gpu_off;
   bool flush_at_exit;
 
   /* Process bookkeeping, under the process lock (prof_trace.c). */

@@ -464,6 +464,27 @@ static void prof_emit_args(FILE* out, const prof_ctx_t* ctx, const prof_info_t* 
   fputc('}', out);
 }
 
+/* A kernel channel's slice spans its GPU start and stop (the core reports the event after the
+ * kernel, so its host times say only when it was read), placed on the trace's clock through the
+ * real-time offset; host times when the stop is missing or the result is not within 10 s of
+ * the host's report (a GPU timer off the real-time clock). */
+static void prof_kernel_ch_span(const prof_ctx_t* ctx, const prof_event_t* ev, uint64_t* t0,
+                                uint64_t* t1) {
+  prof_state_t st[PROF_NSTATES];
+  const int nst = prof_states(ev, st);
+  const uint64_t g0 = ev->u.kernel_ch.gpu_start;
+  for (int k = 0; k < nst; k++) {
+    if (st[k].state != ncclProfilerKernelChStop || g0 == 0 || st[k].v < g0) continue;
+    const int64_t a = (int64_t)g0 - ctx->gpu_off, b = (int64_t)st[k].v - ctx->gpu_off;
+    const int64_t host = (int64_t)ev->t_start;
+    if (a > 0 && a <= host + 10000000000ll && a >= host - 10000000000ll) {
+      *t0 = (uint64_t)a;
+      *t1 = (uint64_t)b;
+    }
+    return;
+  }
+}
+
 static void prof_emit_slice(FILE* out, pid_t pid, int tid, const char* name, const char* cat,
                             uint64_t start, uint64_t end) {
   fputs(",\n{\"name\":", out);
@@ -571,7 +592,9 @@ static ncclResult_t prof_trace_write(prof_ctx_t* ctx, uint64_t* written_p) {
     const prof_event_t* ev = &ctx->pool[i];
     if ((info[i].flags & PROF_EV_STARTED) == 0) continue;
     uint32_t key = prof_lane_key(ctx, info, i);
-    items[nitems++] = (prof_item_t){ev->t_start, info[i].end, key, (uint32_t)i, -1, 0};
+    uint64_t t0 = ev->t_start, t1 = info[i].end;
+    if (ev->kind == PROF_K_KERNEL_CH) prof_kernel_ch_span(ctx, ev, &t0, &t1);
+    items[nitems++] = (prof_item_t){t0, t1, key, (uint32_t)i, -1, 0};
     if (!prof_has_phases(ev->kind)) continue;
     prof_state_t st[PROF_NSTATES];
     int nst = prof_states(ev, st);

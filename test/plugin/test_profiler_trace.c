@@ -1477,6 +1477,63 @@ static void test_edges(void) {
   unsetenv("CHOIR_PROFILER_EVENTS");
 }
 
+/* A kernel channel with GPU times on the real-time clock (as the GPU's global timer runs) is
+ * drawn over those times: its slice starts where the GPU start falls on the trace's clock and
+ * lasts stop - start, whenever the core reports it; times off that clock keep the host's. */
+static void test_kernel_ch_gpu_time(void) {
+  char path[512];
+  make_path(path, sizeof(path), "kch.json");
+  setenv("CHOIR_PROFILER_FILE", path, 1);
+  setenv("CHOIR_PROFILER_EVENTS", "all", 1);
+  const drv_t* dv = &drv[5];
+  void* ctx = NULL;
+  int mask = 0;
+  CHECK_EQ_INT(drv_init(dv, &ctx, 0x6c4, &mask, NULL, 1, 1, 0), ncclSuccess);
+  void* coll = start_coll(&(sim_t){.drv = dv, .ctx = ctx}, NULL, NULL, 0);
+  drv_stop(dv, coll);
+  struct timespec rt, mono;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  const uint64_t rt_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+  const uint64_t mono_ns = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
+  for (int c = 0; c < 2; c++) {
+    ncclProfilerEventDescr_v6_t d = desc(ncclProfileKernelCh, coll, 0);
+    d.kernelCh.channelId = (uint8_t)c;
+    /* channel 0: 2 ms ago for 7 us; channel 1: a timer not on the real-time clock */
+    d.kernelCh.pTimer = c == 0 ? rt_ns - 2000000u : 5000u;
+    void* k = drv_start(dv, ctx, &d);
+    targs_t a = {.ptimer = d.kernelCh.pTimer + 7000u};
+    drv_state(dv, k, ncclProfilerKernelChStop, &a);
+    drv_stop(dv, k);
+  }
+  drv_finalize(dv, ctx);
+  trace_t t;
+  CHECK_TRUE(trace_load(path, &t));
+  int seen = 0;
+  for (int i = 0; i < t.n; i++) {
+    const tev_t* e = &t.ev[i];
+    if (!is_x(e) || !same(e->cat, "KernelCh")) continue;
+    seen++;
+    const long long ch = jint(e->args, "channel", -1);
+    if (ch == 0) {
+      CHECK_EQ_INT((long long)e->dur, 7000);
+      /* The monotonic clock's view of 2 ms ago, within the 1 ms the two reads may differ by. */
+      const long long want = (long long)mono_ns - 2000000;
+      CHECK_MSG((long long)e->ts > want - 1000000 && (long long)e->ts < want + 1000000,
+                "KernelCh on the GPU's time: ts %llu ns, expected about %lld",
+                (unsigned long long)e->ts, want);
+    } else {
+      CHECK_MSG(e->dur < 7000 && (long long)e->ts > (long long)mono_ns - 1000000,
+                "KernelCh with a timer off the real-time clock keeps its host times (ts %llu, "
+                "dur %llu)", (unsigned long long)e->ts, (unsigned long long)e->dur);
+    }
+  }
+  CHECK_EQ_INT(seen, 2);
+  CHECK_EQ_INT(trace_check_lanes(&t), 0);
+  trace_free(&t);
+  unsetenv("CHOIR_PROFILER_EVENTS");
+}
+
 /* A communicator the process never finalizes is written at exit; a forked child does not write
  * its parent's communicators; CHOIR_PROFILER_FLUSH_AT_EXIT=0 turns the flush off. */
 static void test_exit_flush(void) {
@@ -1631,6 +1688,7 @@ int main(int argc, char** argv) {
   test_cap();
   test_claim_race();
   test_edges();
+  test_kernel_ch_gpu_time();
   test_exit_flush();
   /* Drop our reference: the reload below is then a real unload and load as far as the dynamic
    * loader is concerned (the library's -z nodelete keeps it mapped). */

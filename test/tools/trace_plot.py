@@ -2,10 +2,13 @@
 """Draws a window of a Chrome trace (the JSON that Choir's trace plugin writes) as a timeline
 picture, one lane per thread, one colour per event category, for the README and docs.
 
-  trace_plot.py TRACE.json OUT.png [--from-us T] [--span-us S] [--title TEXT]
+  trace_plot.py TRACE.json OUT.png [--from-us T | --at CAT] [--span-us S] [--max-lanes N]
+                [--title TEXT]
 
 The window starts T microseconds after the first event (default: the start of the last tenth of
-the trace, where the timed loop runs) and lasts S microseconds (default 300). Complete events
+the trace, where the timed loop runs), or --at CAT: a tenth of the span before the start of the
+middle event of category CAT in the last tenth; it lasts S microseconds (default 300). With
+--max-lanes, only the N lanes with the most events in the window are drawn. Complete events
 ("X") are drawn as bars, nested ones thinner, so that a Coll inside a Group stays visible.
 Needs matplotlib (pip install matplotlib); checking a trace needs only trace_check.py."""
 import argparse
@@ -20,6 +23,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--from-us", type=float, default=None)
     ap.add_argument("--span-us", type=float, default=300.0)
+    ap.add_argument("--at", default=None)
+    ap.add_argument("--max-lanes", type=int, default=0)
     ap.add_argument("--title", default=None)
     a = ap.parse_args()
     try:
@@ -42,9 +47,17 @@ def main():
     t0 = min(e["ts"] for e in xs)
     t1 = max(e["ts"] + e["dur"] for e in xs)
     lo = t0 + (a.from_us if a.from_us is not None else 0.9 * (t1 - t0))
+    if a.at is not None:
+        at = sorted(e["ts"] for e in xs if e.get("cat") == a.at and e["ts"] >= lo)
+        if not at:
+            sys.exit("trace_plot.py: no %s event in the last tenth of %s" % (a.at, a.trace))
+        lo = at[len(at) // 2] - 0.1 * a.span_us
     hi = lo + a.span_us
     win = [e for e in xs if e["ts"] < hi and e["ts"] + e["dur"] > lo]
-    lanes = sorted({(e["pid"], e["tid"]) for e in win})
+    per_lane = collections.Counter((e["pid"], e["tid"]) for e in win)
+    keep = per_lane if a.max_lanes <= 0 else dict(per_lane.most_common(a.max_lanes))
+    win = [e for e in win if (e["pid"], e["tid"]) in keep]
+    lanes = sorted(keep)
     cats = sorted({e.get("cat", e["name"]) for e in win})
     cmap = plt.get_cmap("tab20")
     colour = {c: cmap(i % 20) for i, c in enumerate(cats)}
