@@ -191,9 +191,8 @@ typedef struct prof_ctx {
   int rank, nranks, nnodes;
   ncclDebugLogger_t log;
   uint64_t t_init;
-  /* CLOCK_REALTIME minus the trace's clock at init (ns): the GPU's global timer, which the
-   * KernelCh times are read from, follows the real-time clock, so a kernel channel's slice is
-   * drawn where the GPU ran it. */
+  /* GPU timer minus the trace's clock (ns), estimated from the kernel channels written so far
+   * (prof_trace.c); INT64_MIN: none yet. */
   int64_t gpu_off;
   bool flush_at_exit;
 

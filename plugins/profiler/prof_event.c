@@ -75,10 +75,7 @@ ncclResult_t prof_ctx_init(prof_ctx_t** ctx_p, int version, uint64_t comm_id, co
     return res;
   }
   ctx->t_init = prof_now();
-  struct timespec rt;
-  clock_gettime(CLOCK_REALTIME, &rt);
-  ctx->gpu_off = (int64_t)((uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec) -
-                 (int64_t)prof_now();
+  ctx->gpu_off = INT64_MIN;
   /* The mask is one process-wide int that the core reads atomically. */
   __atomic_store_n(mask_p, (int)ctx->mask, __ATOMIC_RELAXED);
   PROF_INFO(ctx,

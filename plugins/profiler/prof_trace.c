@@ -465,24 +465,44 @@ static void prof_emit_args(FILE* out, const prof_ctx_t* ctx, const prof_info_t* 
 }
 
 /* A kernel channel's slice spans its GPU start and stop (the core reports the event after the
- * kernel, so its host times say only when it was read), placed on the trace's clock through the
- * real-time offset; host times when the stop is missing or the result is not within 10 s of
- * the host's report (a GPU timer off the real-time clock). */
-static void prof_kernel_ch_span(const prof_ctx_t* ctx, const prof_event_t* ev, uint64_t* t0,
-                                uint64_t* t1) {
+ * kernel, so its host times say only when it was read), placed on the trace's clock. The GPU
+ * timer's offset to that clock is estimated from the events themselves: a channel cannot stop
+ * after the host read its stop, so the offset is at least stop - (host time of the report) for
+ * every channel, and the largest such bound is taken (exact for a channel read as it stopped;
+ * the GPU timer and the host clocks are not synchronized finely enough to use directly). Host
+ * times when the stop is missing or the result falls before the clock's origin. */
+static bool prof_kernel_ch_times(const prof_event_t* ev, uint64_t* g0, uint64_t* g1) {
   prof_state_t st[PROF_NSTATES];
   const int nst = prof_states(ev, st);
-  const uint64_t g0 = ev->u.kernel_ch.gpu_start;
-  for (int k = 0; k < nst; k++) {
-    if (st[k].state != ncclProfilerKernelChStop || g0 == 0 || st[k].v < g0) continue;
-    const int64_t a = (int64_t)g0 - ctx->gpu_off, b = (int64_t)st[k].v - ctx->gpu_off;
-    const int64_t host = (int64_t)ev->t_start;
-    if (a > 0 && a <= host + 10000000000ll && a >= host - 10000000000ll) {
-      *t0 = (uint64_t)a;
-      *t1 = (uint64_t)b;
+  *g0 = ev->u.kernel_ch.gpu_start;
+  for (int k = 0; k < nst; k++)
+    if (st[k].state == ncclProfilerKernelChStop && *g0 != 0 && st[k].v >= *g0) {
+      *g1 = st[k].v;
+      return true;
     }
-    return;
+  return false;
+}
+
+static void prof_kernel_ch_calibrate(prof_ctx_t* ctx, const prof_info_t* info, uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) {
+    const prof_event_t* ev = &ctx->pool[i];
+    uint64_t g0, g1;
+    if ((info[i].flags & PROF_EV_STARTED) == 0 || ev->kind != PROF_K_KERNEL_CH ||
+        !prof_kernel_ch_times(ev, &g0, &g1))
+      continue;
+    const int64_t bound = (int64_t)g1 - (int64_t)ev->t_start;
+    if (bound > ctx->gpu_off) ctx->gpu_off = bound;
   }
+}
+
+static void prof_kernel_ch_span(const prof_ctx_t* ctx, const prof_event_t* ev, uint64_t* t0,
+                                uint64_t* t1) {
+  uint64_t g0, g1;
+  if (ctx->gpu_off == INT64_MIN || !prof_kernel_ch_times(ev, &g0, &g1)) return;
+  const int64_t a = (int64_t)g0 - ctx->gpu_off;
+  if (a <= 0) return;
+  *t0 = (uint64_t)a;
+  *t1 = (uint64_t)((int64_t)g1 - ctx->gpu_off);
 }
 
 static void prof_emit_slice(FILE* out, pid_t pid, int tid, const char* name, const char* cat,
@@ -586,6 +606,7 @@ static ncclResult_t prof_trace_write(prof_ctx_t* ctx, uint64_t* written_p) {
     }
   }
 
+  prof_kernel_ch_calibrate(ctx, info, n);
   /* Items: every started event, and the phases of those that have them. */
   size_t nitems = 0;
   for (uint64_t i = 0; i < n; i++) {

@@ -1477,9 +1477,10 @@ static void test_edges(void) {
   unsetenv("CHOIR_PROFILER_EVENTS");
 }
 
-/* A kernel channel with GPU times on the real-time clock (as the GPU's global timer runs) is
- * drawn over those times: its slice starts where the GPU start falls on the trace's clock and
- * lasts stop - start, whenever the core reports it; times off that clock keep the host's. */
+/* Kernel channels are drawn over their GPU times, on the trace's clock: the GPU timer's offset
+ * is taken from the channel read soonest after it stopped (its slice ends at its report), the
+ * others keep their distance to it; a channel whose GPU times fall before the clock's origin
+ * keeps its host times. */
 static void test_kernel_ch_gpu_time(void) {
   char path[512];
   make_path(path, sizeof(path), "kch.json");
@@ -1491,16 +1492,17 @@ static void test_kernel_ch_gpu_time(void) {
   CHECK_EQ_INT(drv_init(dv, &ctx, 0x6c4, &mask, NULL, 1, 1, 0), ncclSuccess);
   void* coll = start_coll(&(sim_t){.drv = dv, .ctx = ctx}, NULL, NULL, 0);
   drv_stop(dv, coll);
-  struct timespec rt, mono;
-  clock_gettime(CLOCK_REALTIME, &rt);
+  struct timespec mono;
   clock_gettime(CLOCK_MONOTONIC, &mono);
-  const uint64_t rt_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
   const uint64_t mono_ns = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
-  for (int c = 0; c < 2; c++) {
+  /* A GPU timer far from the host's clocks: channel 0 ran 7 us, channel 1 7 us starting 1 ms
+   * before channel 0 (both reported now); channel 2's times lie before the trace's origin. */
+  const uint64_t gpu = 4000000000000000000ull;
+  const uint64_t start[3] = {gpu, gpu - 1000000u, 5000u};
+  for (int c = 0; c < 3; c++) {
     ncclProfilerEventDescr_v6_t d = desc(ncclProfileKernelCh, coll, 0);
     d.kernelCh.channelId = (uint8_t)c;
-    /* channel 0: 2 ms ago for 7 us; channel 1: a timer not on the real-time clock */
-    d.kernelCh.pTimer = c == 0 ? rt_ns - 2000000u : 5000u;
+    d.kernelCh.pTimer = start[c];
     void* k = drv_start(dv, ctx, &d);
     targs_t a = {.ptimer = d.kernelCh.pTimer + 7000u};
     drv_state(dv, k, ncclProfilerKernelChStop, &a);
@@ -1509,26 +1511,25 @@ static void test_kernel_ch_gpu_time(void) {
   drv_finalize(dv, ctx);
   trace_t t;
   CHECK_TRUE(trace_load(path, &t));
+  uint64_t ts[3] = {0, 0, 0}, dur[3] = {0, 0, 0};
   int seen = 0;
   for (int i = 0; i < t.n; i++) {
     const tev_t* e = &t.ev[i];
-    if (!is_x(e) || !same(e->cat, "KernelCh")) continue;
-    seen++;
     const long long ch = jint(e->args, "channel", -1);
-    if (ch == 0) {
-      CHECK_EQ_INT((long long)e->dur, 7000);
-      /* The monotonic clock's view of 2 ms ago, within the 1 ms the two reads may differ by. */
-      const long long want = (long long)mono_ns - 2000000;
-      CHECK_MSG((long long)e->ts > want - 1000000 && (long long)e->ts < want + 1000000,
-                "KernelCh on the GPU's time: ts %llu ns, expected about %lld",
-                (unsigned long long)e->ts, want);
-    } else {
-      CHECK_MSG(e->dur < 7000 && (long long)e->ts > (long long)mono_ns - 1000000,
-                "KernelCh with a timer off the real-time clock keeps its host times (ts %llu, "
-                "dur %llu)", (unsigned long long)e->ts, (unsigned long long)e->dur);
-    }
+    if (!is_x(e) || !same(e->cat, "KernelCh") || ch < 0 || ch > 2) continue;
+    seen++;
+    ts[ch] = e->ts;
+    dur[ch] = e->dur;
   }
-  CHECK_EQ_INT(seen, 2);
+  CHECK_EQ_INT(seen, 3);
+  CHECK_EQ_INT((long long)dur[0], 7000);
+  CHECK_EQ_INT((long long)dur[1], 7000);
+  CHECK_EQ_INT((long long)(ts[0] - ts[1]), 1000000);
+  /* Channel 0, reported first after its stop, ends at its report: after this test's start. */
+  CHECK_MSG(ts[0] + dur[0] >= mono_ns, "KernelCh 0 ends at %llu, before the test began (%llu)",
+            (unsigned long long)(ts[0] + dur[0]), (unsigned long long)mono_ns);
+  CHECK_MSG(dur[2] < 7000 && ts[2] >= mono_ns, "KernelCh 2 keeps its host times (ts %llu, dur "
+            "%llu)", (unsigned long long)ts[2], (unsigned long long)dur[2]);
   CHECK_EQ_INT(trace_check_lanes(&t), 0);
   trace_free(&t);
   unsetenv("CHOIR_PROFILER_EVENTS");
