@@ -7,13 +7,15 @@ picture, one lane per thread, one colour per event category, for the README and 
 
 The window starts T microseconds after the first event (default: the start of the last tenth of
 the trace, where the timed loop runs), or --at CAT: a tenth of the span before the start of the
-middle event of category CAT in the last tenth; it lasts S microseconds (default 300). With
---max-lanes, only the N lanes with the most events in the window are drawn. Complete events
+event of category CAT nine tenths of the way through them; it lasts S microseconds (default 300). With
+--max-lanes, only the N lanes with the most events in the window are drawn; with --lanes RE,
+only lanes whose name matches the regular expression. Complete events
 ("X") are drawn as bars, nested ones thinner, so that a Coll inside a Group stays visible.
 Needs matplotlib (pip install matplotlib); checking a trace needs only trace_check.py."""
 import argparse
 import collections
 import json
+import re
 import sys
 
 
@@ -25,6 +27,7 @@ def main():
     ap.add_argument("--span-us", type=float, default=300.0)
     ap.add_argument("--at", default=None)
     ap.add_argument("--max-lanes", type=int, default=0)
+    ap.add_argument("--lanes", default=None)
     ap.add_argument("--title", default=None)
     a = ap.parse_args()
     try:
@@ -48,12 +51,15 @@ def main():
     t1 = max(e["ts"] + e["dur"] for e in xs)
     lo = t0 + (a.from_us if a.from_us is not None else 0.9 * (t1 - t0))
     if a.at is not None:
-        at = sorted(e["ts"] for e in xs if e.get("cat") == a.at and e["ts"] >= lo)
+        at = sorted(e["ts"] for e in xs if e.get("cat") == a.at)
         if not at:
-            sys.exit("trace_plot.py: no %s event in the last tenth of %s" % (a.at, a.trace))
-        lo = at[len(at) // 2] - 0.1 * a.span_us
+            sys.exit("trace_plot.py: no %s event in %s" % (a.at, a.trace))
+        lo = at[len(at) * 9 // 10] - 0.1 * a.span_us
     hi = lo + a.span_us
     win = [e for e in xs if e["ts"] < hi and e["ts"] + e["dur"] > lo]
+    if a.lanes is not None:
+        pat = re.compile(a.lanes)
+        win = [e for e in win if pat.search(names.get((e["pid"], e["tid"]), ""))]
     per_lane = collections.Counter((e["pid"], e["tid"]) for e in win)
     keep = per_lane if a.max_lanes <= 0 else dict(per_lane.most_common(a.max_lanes))
     win = [e for e in win if (e["pid"], e["tid"]) in keep]
