@@ -490,8 +490,10 @@ static void prof_kernel_ch_calibrate(prof_ctx_t* ctx, const prof_info_t* info, u
     if ((info[i].flags & PROF_EV_STARTED) == 0 || ev->kind != PROF_K_KERNEL_CH ||
         !prof_kernel_ch_times(ev, &g0, &g1))
       continue;
-    const int64_t bound = (int64_t)g1 - (int64_t)ev->t_start;
-    if (bound > ctx->gpu_off) ctx->gpu_off = bound;
+    int64_t bound;
+    if (!__builtin_sub_overflow((int64_t)g1, (int64_t)ev->t_start, &bound) &&
+        bound > ctx->gpu_off)
+      ctx->gpu_off = bound;
   }
 }
 
@@ -499,10 +501,12 @@ static void prof_kernel_ch_span(const prof_ctx_t* ctx, const prof_event_t* ev, u
                                 uint64_t* t1) {
   uint64_t g0, g1;
   if (ctx->gpu_off == INT64_MIN || !prof_kernel_ch_times(ev, &g0, &g1)) return;
-  const int64_t a = (int64_t)g0 - ctx->gpu_off;
-  if (a <= 0) return;
+  int64_t a, b; /* a timer value a plugin-facing caller garbled must not overflow */
+  if (__builtin_sub_overflow((int64_t)g0, ctx->gpu_off, &a) ||
+      __builtin_sub_overflow((int64_t)g1, ctx->gpu_off, &b) || a <= 0 || b < a)
+    return;
   *t0 = (uint64_t)a;
-  *t1 = (uint64_t)((int64_t)g1 - ctx->gpu_off);
+  *t1 = (uint64_t)b;
 }
 
 static void prof_emit_slice(FILE* out, pid_t pid, int tid, const char* name, const char* cat,
