@@ -18,19 +18,6 @@ __device__ __forceinline__ uint64_t unit_elems() {
   return KERN_RC_VEC_BYTES / sizeof(B);
 }
 
-/* Part `i` of `n` of count elements, in whole units (the last parts may be short or empty). */
-__device__ __forceinline__ void split_part(uint64_t count, uint64_t unit, uint32_t n, uint32_t i,
-                                           uint64_t* off_p, uint64_t* cnt_p) {
-  const uint64_t units = (count + unit - 1) / unit;
-  const uint64_t per = (units + n - 1) / n * unit;
-  uint64_t off = per * i;
-  if (off > count) off = count;
-  uint64_t end = off + per;
-  if (end > count) end = count;
-  *off_p = off;
-  *cnt_p = end - off;
-}
-
 __device__ __forceinline__ int mod_n(int a, int n) { return ((a % n) + n) % n; }
 
 /* The ring's element range of this CTA and its step size, common to every algorithm. */
@@ -39,7 +26,7 @@ struct ring_part {
   uint64_t off, cnt; /* this channel's elements of the buffer (or of each rank's block) */
   uint64_t slice;    /* elements per step at most */
   __device__ __forceinline__ ring_part(const Prims& p, const kern_coll_work_t& w) {
-    split_part(w.count, unit_elems<typename Prims::B>(), w.nchannels, blockIdx.x, &off, &cnt);
+    kern_split_part(w.count, unit_elems<typename Prims::B>(), w.nchannels, blockIdx.x, &off, &cnt);
     slice = p.step_elems();
   }
 };

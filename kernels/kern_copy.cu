@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
   const copy_red r(0, nullptr, 1);
   kern_comm_t* comm = b.comm;
   uint64_t off, cnt;
-  split_part(op.bytes, KERN_RC_VEC_BYTES, op.nctas, cta, &off, &cnt);
+  kern_split_part(op.bytes, KERN_RC_VEC_BYTES, op.nctas, cta, &off, &cnt);
   const bool send = op.kind == KERN_P2P_SEND, recv = op.kind == KERN_P2P_RECV;
   kern_conn_t* c = nullptr;
   if (send || recv)

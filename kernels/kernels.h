@@ -191,6 +191,21 @@ static inline KERN_HOST_DEVICE uint32_t kern_proto_step_capacity(int proto, uint
   return b & ~15u;
 }
 
+/* Part i of n of count elements, in whole units of `unit` elements (the last parts may be short
+ * or empty): how a collective splits its buffer over channels and a send/recv its bytes over
+ * CTAs. Host and device alike: the core counts the steps each part takes for the profiler. */
+static inline KERN_HOST_DEVICE void kern_split_part(uint64_t count, uint64_t unit, uint32_t n,
+                                                    uint32_t i, uint64_t* off_p, uint64_t* cnt_p) {
+  const uint64_t units = (count + unit - 1) / unit;
+  const uint64_t per = (units + n - 1) / n * unit;
+  uint64_t off = per * i;
+  if (off > count) off = count;
+  uint64_t end = off + per;
+  if (end > count) end = count;
+  *off_p = off;
+  *cnt_p = end - off;
+}
+
 typedef struct kern_conn {
   /* Per protocol (kern_proto_t), KERN_NSLOTS * slot_bytes[p] bytes, NULL when the connection
    * was made without that protocol (slot_bytes[p] == 0). Receive end: where data arrives (read

@@ -185,8 +185,8 @@ void enq_prof_p2p_ops(enq_comm_t* dp, const kern_p2p_batch_t* b, void* const* pa
 
 /* KernelCh events: a launch of n CTAs outside capture reserves n records (polling finished
  * ones first); NULL when the type is masked off, under capture, or no room is left (then the
- * launch has no KernelCh events). *first_p: the first record's number, for enq_prof_kch_set and,
- * when the launch fails, enq_prof_kch_cancel. */
+ * launch has no KernelCh events). *first_p: the first record's number; the caller names each of
+ * the n records with enq_prof_kch_set, and cancels them when the launch fails. */
 kern_prof_rec_t* enq_prof_kch_reserve(enq_comm_t* dp, uint32_t n, int capturing,
                                       uint64_t* first_p);
 void enq_prof_kch_set(enq_comm_t* dp, uint64_t rec, void* parent, int channel);

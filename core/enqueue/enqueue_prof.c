@@ -67,7 +67,8 @@ void enq_prof_op(enq_comm_t* dp, enq_op_t* op) {
 }
 
 void enq_prof_group_end(enq_comm_t* dp) {
-  if (dp->prof_group_open) prof_record(dp->prof, dp->prof_group_api, ncclProfilerGroupEndApiStart, NULL);
+  if (dp->prof_group_open)
+    prof_record(dp->prof, dp->prof_group_api, ncclProfilerGroupEndApiStart, NULL);
 }
 
 void enq_prof_group_close(enq_comm_t* dp) {
@@ -118,7 +119,6 @@ void* enq_prof_p2p_start(enq_comm_t* dp, const enq_op_t* op, bool send, int peer
   return prof_start(dp->prof, &d);
 }
 
-
 void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream) {
   if (!prof_on(dp->prof, ncclProfileKernelLaunch)) return NULL;
   ncclProfilerEventDescr_v6_t d;
@@ -131,18 +131,6 @@ void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream) {
 
 /* ---- Steps of a ring collective through each connection end (ProxyOp events) ---------------- */
 
-/* Part i of n of count elements in whole units, as the kernels split a buffer over channels
- * (kern_coll.cuh, split_part). */
-static uint64_t enq_part_count(uint64_t count, uint64_t unit, uint32_t n, uint32_t i) {
-  const uint64_t units = (count + unit - 1) / unit;
-  const uint64_t per = (units + n - 1) / n * unit;
-  uint64_t off = per * i;
-  if (off > count) off = count;
-  uint64_t end = off + per;
-  if (end > count) end = count;
-  return end - off;
-}
-
 /* Steps channel c's CTA takes on its send (is_send) or receive end, counted as the ring
  * algorithms of kern_coll.cuh take them: every primitive call is one step of each end it uses,
  * a call without elements included. d: the ring distance from the root (Broadcast, Reduce). */
@@ -151,7 +139,8 @@ static uint64_t enq_ring_steps(const kern_coll_work_t* w, int n, int d, uint32_t
   const uint64_t es = kern_type_size((ncclDataType_t)w->type);
   if (n < 2 || es == 0 || step_bytes < es) return 0;
   const uint64_t unit = KERN_RC_VEC_BYTES / es;
-  const uint64_t cnt = enq_part_count(w->count, unit, w->nchannels, c);
+  uint64_t off, cnt;
+  kern_split_part(w->count, unit, (uint32_t)w->nchannels, c, &off, &cnt);
   const uint64_t slice = step_bytes / es;
   const uint64_t iters = (cnt + slice - 1) / slice;
   switch (w->coll) {
@@ -211,8 +200,9 @@ void enq_prof_p2p_ops(enq_comm_t* dp, const kern_p2p_batch_t* b, void* const* pa
     if (b->chunk_bytes < step) step = b->chunk_bytes;
     if (step == 0) continue;
     for (uint32_t cta = 0; cta < o->nctas; cta++) {
-      /* CTA cta moves its part of the bytes (kern_copy.cu: split_part) in steps. */
-      const uint64_t part = enq_part_count(o->bytes, KERN_RC_VEC_BYTES, o->nctas, cta);
+      /* CTA cta moves its part of the bytes (kern_copy.cu) in steps. */
+      uint64_t off, part;
+      kern_split_part(o->bytes, KERN_RC_VEC_BYTES, o->nctas, cta, &off, &part);
       const uint64_t nsteps = (part + step - 1) / step;
       transport_prof_op(dp->transport, enq_p2p_conn_key(dp, o->kind == KERN_P2P_SEND, o->peer,
                                                         (int)cta),
@@ -271,11 +261,9 @@ kern_prof_rec_t* enq_prof_kch_reserve(enq_comm_t* dp, uint32_t n, int capturing,
   for (uint32_t i = 0; i < skip; i++) dp->kch_parent[at + i] = ENQ_KCH_SKIPPED;
   first += skip;
   kern_prof_rec_t* h = &dp->kch_host[first % ENQ_KCH_RECS];
-  for (uint32_t i = 0; i < n; i++) {
+  for (uint32_t i = 0; i < n; i++) { /* the caller names every record (enq_prof_kch_set) */
     __atomic_store_n(&h[i].start, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&h[i].stop, 0, __ATOMIC_RELAXED);
-    dp->kch_parent[(first + i) % ENQ_KCH_RECS] = NULL;
-    dp->kch_channel[(first + i) % ENQ_KCH_RECS] = 0;
   }
   __atomic_thread_fence(__ATOMIC_SEQ_CST); /* zeroed before the launch can write them */
   dp->kch_head = first + n;
@@ -290,7 +278,8 @@ void enq_prof_kch_set(enq_comm_t* dp, uint64_t rec, void* parent, int channel) {
 
 void enq_prof_kch_cancel(enq_comm_t* dp, uint64_t first) {
   /* Nothing was reserved after the failed launch's records. */
-  for (uint64_t r = first; r < dp->kch_head; r++) dp->kch_parent[r % ENQ_KCH_RECS] = ENQ_KCH_SKIPPED;
+  for (uint64_t r = first; r < dp->kch_head; r++)
+    dp->kch_parent[r % ENQ_KCH_RECS] = ENQ_KCH_SKIPPED;
 }
 
 void enq_prof_kch_poll(enq_comm_t* dp) {

@@ -162,7 +162,6 @@ static void proxy_fail(proxy_t* p, const proxy_end_t* e, const char* what, ncclR
   if (p->kernel_abort != NULL) __atomic_store_n(p->kernel_abort, 1u, __ATOMIC_SEQ_CST);
 }
 
-/* One look at a send end. *pending_p: data the kernel handed over is not all sent yet. */
 /* ---- Profiling (proxy thread) ---------------------------------------------------------------- */
 
 /* The announced op that step `e->posted` belongs to, or NULL (none announced, or lost). */
@@ -268,6 +267,7 @@ static void proxy_ctrl(proxy_t* p, int state) {
   prof_record(p->prof, p->ctrl_ev, (ncclProfilerEventState_t)state, NULL);
 }
 
+/* One look at a send end. *pending_p: data the kernel handed over is not all sent yet. */
 static int proxy_send(proxy_t* p, proxy_end_t* e, int* pending_p) {
   int progress = 0;
   const uint64_t tail = load_acq(e->c.tail);

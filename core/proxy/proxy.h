@@ -68,15 +68,15 @@ void proxy_launch_begin(proxy_t* proxy);
 void proxy_launch_end(proxy_t* proxy);
 
 /* Profiling (core/prof), with the profiler given at creation. proxy_prof_op: a launch about to
- * run moves nsteps steps through the end
- * named key, for the event parent (a Coll or P2p event): the thread reports a ProxyOp event
- * (channel, peer, nsteps, chunk) from its first step's post to its last step's completion, and a
- * ProxyStep event per step (the net plugin's own events under it), each op taking the next
- * nsteps steps of the end in call order. Every launch through the end must announce its steps
- * while profiling, or later ops take the wrong steps; an end whose queue of announced ops
- * overflows stops reporting ops (INFO). Not for launches under CUDA-graph capture. The thread
- * itself reports one ProxyCtrl event from its first state to its end: Active (a sweep moved
- * data), Idle (sweeps without progress), Sleep and Wakeup (around waiting for a launch). */
+ * run moves nsteps steps through the end named key, for the event parent (a Coll or P2p event):
+ * the thread reports a ProxyOp event (channel, peer, nsteps, chunk) from its first step's post to
+ * its last step's completion, and a ProxyStep event per step (the net plugin's own events under
+ * it), each op taking the next nsteps steps of the end in call order. Every launch through the
+ * end must announce its steps while profiling, or later ops take the wrong steps; an end whose
+ * queue of announced ops overflows stops reporting ops (INFO). Not for launches under CUDA-graph
+ * capture. The thread itself reports one ProxyCtrl event from its first state to its end: Active
+ * (a sweep moved data), Idle (sweeps without progress), Sleep and Wakeup (around waiting for a
+ * launch). */
 void proxy_prof_op(proxy_t* proxy, const void* key, void* parent, uint32_t nsteps, int chunk,
                    int channel);
 

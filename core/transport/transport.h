@@ -117,8 +117,9 @@ ncclResult_t transport_launch_end(transport_t* t, cudaStream_t stream);
 void transport_launch_abandon(transport_t* t, cudaStream_t stream, int capturing);
 
 /* Profiling (core/prof): the communicator's profiler for the proxy's ProxyOp/ProxyStep events
- * (NULL: none), before the first network connection (the proxy takes it at its creation); and, before a launch outside CUDA-graph capture, the steps it moves through a
- * network connection end: key is the transport_req_t.key (or out) it was connected with, parent the
+ * (NULL: none), given before the first network connection (the proxy takes it at its creation);
+ * and, before a launch outside CUDA-graph capture, the steps it moves through a network
+ * connection end: key is the transport_req_t.key (or out) it was connected with, parent the
  * launch's Coll or P2p event (proxy.h, proxy_prof_op). No-op for other ends. */
 void transport_prof_attach(transport_t* t, prof_t* prof);
 void transport_prof_op(transport_t* t, const void* key, void* parent, uint32_t nsteps, int chunk,

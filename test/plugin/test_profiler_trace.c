@@ -1423,17 +1423,26 @@ static void test_cap(void) {
 
 /* Events stopped after their parent, a parent from another process (PXN), an event never
  * stopped, more states than are kept: all safe, all in the trace. */
-static void test_edges(void) {
-  char path[512];
-  make_path(path, sizeof(path), "edges.json");
+/* A v6 context of communicator comm_id recording every event into the trace file `name` (its
+ * path in path[512]), with one collective started and stopped (enqueued: what hangs under it
+ * comes later). */
+static void* v6_ctx_with_coll(const char* name, uint64_t comm_id, char* path, void** coll_p) {
+  make_path(path, 512, name);
   setenv("CHOIR_PROFILER_FILE", path, 1);
   setenv("CHOIR_PROFILER_EVENTS", "all", 1);
-  const drv_t* dv = &drv[5];
   void* ctx = NULL;
   int mask = 0;
-  CHECK_EQ_INT(drv_init(dv, &ctx, 0xed9e, &mask, NULL, 1, 1, 0), ncclSuccess);
-  void* coll = start_coll(&(sim_t){.drv = dv, .ctx = ctx}, NULL, NULL, 0);
-  drv_stop(dv, coll); /* enqueued: its proxy op starts and ends later */
+  CHECK_EQ_INT(drv_init(&drv[5], &ctx, comm_id, &mask, NULL, 1, 1, 0), ncclSuccess);
+  *coll_p = start_coll(&(sim_t){.drv = &drv[5], .ctx = ctx}, NULL, NULL, 0);
+  drv_stop(&drv[5], *coll_p);
+  return ctx;
+}
+
+static void test_edges(void) {
+  char path[512];
+  const drv_t* dv = &drv[5];
+  void* coll;
+  void* ctx = v6_ctx_with_coll("edges.json", 0xed9e, path, &coll);
   ncclProfilerEventDescr_v6_t d = desc(ncclProfileProxyOp, coll, 0);
   d.proxyOp.pid = getpid();
   void* op = drv_start(dv, ctx, &d);
@@ -1483,15 +1492,9 @@ static void test_edges(void) {
  * keeps its host times. */
 static void test_kernel_ch_gpu_time(void) {
   char path[512];
-  make_path(path, sizeof(path), "kch.json");
-  setenv("CHOIR_PROFILER_FILE", path, 1);
-  setenv("CHOIR_PROFILER_EVENTS", "all", 1);
   const drv_t* dv = &drv[5];
-  void* ctx = NULL;
-  int mask = 0;
-  CHECK_EQ_INT(drv_init(dv, &ctx, 0x6c4, &mask, NULL, 1, 1, 0), ncclSuccess);
-  void* coll = start_coll(&(sim_t){.drv = dv, .ctx = ctx}, NULL, NULL, 0);
-  drv_stop(dv, coll);
+  void* coll;
+  void* ctx = v6_ctx_with_coll("kch.json", 0x6c4, path, &coll);
   struct timespec mono;
   clock_gettime(CLOCK_MONOTONIC, &mono);
   const uint64_t mono_ns = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
