@@ -119,6 +119,11 @@ int main(int argc, char** argv) {
   pair_t pair[2]; /* [0]: profiler loaded, mask 0; [1]: no profiler context */
   pair_make(&pair[0], 1, bytes[NSIZES - 1] / sizeof(float));
   pair_make(&pair[1], 0, bytes[NSIZES - 1] / sizeof(float));
+  /* Pair B must really run without one: the core's WARN of the refused init says so. */
+  const char* last = ncclGetLastError(NULL);
+  DIE_IF(last == NULL || strstr(last, "init failed") == NULL,
+         "the profiler's init was not refused for the second communicator (last error: '%s'); "
+         "is NCCL_PROFILER_PLUGIN the mock profiler?", last ? last : "");
   static double t[NSIZES][2][MAX_ROUNDS], ratio[NSIZES][MAX_ROUNDS];
   for (int s = 0; s < NSIZES; s++) (void)pair_time(&pair[0], bytes[s] / 4, 20); /* warm-up */
   for (int s = 0; s < NSIZES; s++) (void)pair_time(&pair[1], bytes[s] / 4, 20);
