@@ -12,6 +12,12 @@
 
 namespace kern {
 
+/* What the ring algorithms need of their channel, loaded once at the start of the kernel. */
+struct kern_ring_view {
+  int index;           /* this rank's position in the ring */
+  const int32_t* ranks; /* the ring's ranks in ring order */
+};
+
 /* Elements per 16-byte unit: parts and slices are whole units so vectors stay aligned. */
 template <typename B>
 __device__ __forceinline__ uint64_t unit_elems() {
@@ -33,7 +39,7 @@ struct ring_part {
 
 /* AllReduce: reduce-scatter then all-gather around the ring, n chunks per round. */
 template <class Prims>
-__device__ void ring_allreduce(Prims& p, const kern_coll_work_t& w, const kern_channel_t& ch,
+__device__ void ring_allreduce(Prims& p, const kern_coll_work_t& w, const kern_ring_view& ch,
                                int n) {
   constexpr uint64_t es = sizeof(typename Prims::B);
   const ring_part<Prims> part(p, w);
@@ -71,7 +77,7 @@ __device__ void ring_allreduce(Prims& p, const kern_coll_work_t& w, const kern_c
 
 /* ReduceScatter: rank block b of the input starts at b * count elements. */
 template <class Prims>
-__device__ void ring_reducescatter(Prims& p, const kern_coll_work_t& w, const kern_channel_t& ch,
+__device__ void ring_reducescatter(Prims& p, const kern_coll_work_t& w, const kern_ring_view& ch,
                                    int n) {
   constexpr uint64_t es = sizeof(typename Prims::B);
   const ring_part<Prims> part(p, w);
@@ -92,7 +98,7 @@ __device__ void ring_reducescatter(Prims& p, const kern_coll_work_t& w, const ke
 
 /* AllGather: recvbuff block b (count elements) is rank b's input. */
 template <class Prims>
-__device__ void ring_allgather(Prims& p, const kern_coll_work_t& w, const kern_channel_t& ch,
+__device__ void ring_allgather(Prims& p, const kern_coll_work_t& w, const kern_ring_view& ch,
                                int n) {
   constexpr uint64_t es = sizeof(typename Prims::B);
   const ring_part<Prims> part(p, w);
@@ -153,7 +159,7 @@ __device__ void ring_reduce(Prims& p, const kern_coll_work_t& w, int d) {
 }
 
 /* The ring position of `rank` in the channel's ring. */
-__device__ __forceinline__ int ring_pos(const kern_channel_t& ch, int n, int rank) {
+__device__ __forceinline__ int ring_pos(const kern_ring_view& ch, int n, int rank) {
   for (int i = 0; i < n; i++)
     if (ch.ranks[i] == rank) return i;
   return 0;
@@ -165,18 +171,22 @@ __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) 
   prof_mark_start(w.prof);
   kern_comm_t* comm = w.comm;
   kern_channel_t* ch = &comm->channels[blockIdx.x];
+  /* Independent loads, issued together with prims' own: the prologue is one round trip. The
+   * channel's ends exist (unset) with one rank too; prims reads them and ignores them. */
   const int n = comm->nranks;
-  prims<PROTO, R> p(r, n > 1 ? &ch->recv : nullptr, n > 1 ? &ch->send : nullptr,
-                    comm->abort_flag, w.chunk_bytes);
+  __shared__ kern_ring_view ring; /* in shared memory: the copy loops keep their registers */
+  if (threadIdx.x == 0) ring = kern_ring_view{ch->index, ch->ranks};
+  /* prims' constructor ends with a CTA barrier: `ring` is published before any use. */
+  prims<PROTO, R> p(r, &ch->recv, &ch->send, comm->abort_flag, w.chunk_bytes, n > 1);
   switch (w.coll) {
-    case KERN_COLL_ALLREDUCE: ring_allreduce(p, w, *ch, n); break;
-    case KERN_COLL_REDUCESCATTER: ring_reducescatter(p, w, *ch, n); break;
-    case KERN_COLL_ALLGATHER: ring_allgather(p, w, *ch, n); break;
+    case KERN_COLL_ALLREDUCE: ring_allreduce(p, w, ring, n); break;
+    case KERN_COLL_REDUCESCATTER: ring_reducescatter(p, w, ring, n); break;
+    case KERN_COLL_ALLGATHER: ring_allgather(p, w, ring, n); break;
     case KERN_COLL_BROADCAST:
-      ring_broadcast(p, w, n, mod_n(ch->index - ring_pos(*ch, n, w.root), n));
+      ring_broadcast(p, w, n, mod_n(ring.index - ring_pos(ring, n, w.root), n));
       break;
     case KERN_COLL_REDUCE:
-      ring_reduce(p, w, mod_n(ch->index - ring_pos(*ch, n, w.root), n));
+      ring_reduce(p, w, mod_n(ring.index - ring_pos(ring, n, w.root), n));
       break;
     default: break;
   }

@@ -215,6 +215,11 @@ typedef struct kern_conn {
   uint64_t* tail;      /* see above; device-accessible from both ends */
   uint64_t* head;
   uint64_t step;       /* slots moved by this end so far (owned by the kernels, starts at 0) */
+  /* Send ends, LL and LL128: a value of *head this end has seen (owned by the kernels, starts
+   * at 0). head only grows, so it is a lower bound: a kernel starts from it instead of reading
+   * head (one dependent round trip before its first step) and reads head only when it is not
+   * enough for the step at hand. */
+  uint64_t head_seen;
   uint32_t slot_bytes[KERN_PROTO_NUM]; /* multiples of 128; 0: protocol not made */
   uint32_t connected;  /* 1 once the transport filled it; a kernel never uses one that is 0 */
   uint32_t transport;  /* kern_transport_t, for logs and tests */
@@ -365,8 +370,8 @@ KERN_STATIC_ASSERT(offsetof(kern_reduce_copy_args_t, nctas) == 132,
                    "kern_reduce_copy_args_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_reduce_copy_args_t) == 136, "kern_reduce_copy_args_t size");
 KERN_STATIC_ASSERT(KERN_RC_MAX_SRCS <= 32, "preop_mask has one bit per source");
-KERN_STATIC_ASSERT(sizeof(kern_conn_t) == 80, "kern_conn_t layout");
-KERN_STATIC_ASSERT(sizeof(kern_channel_t) == 184, "kern_channel_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_conn_t) == 88, "kern_conn_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_channel_t) == 200, "kern_channel_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_coll_work_t) == 96, "kern_coll_work_t layout");
 /* A launch's records pointer is the first member of both works: an emulated launch (the CPU
  * tests' fake runtime) writes the timestamps without knowing which kernel it stands for. */

@@ -31,14 +31,21 @@
  *   SHM: NCCL uses its PCI latencies for shared-memory paths; so do we.
  *   bw_ch: NCCL's per-channel link speeds as its graph search uses them (SM90 NVLink 20.6 GB/s,
  *     PCIe 12 GB/s, a 100 Gb/s NIC 12.5 GB/s); shm through host memory: Choir's estimate, 6 GB/s.
- *   SAME_GPU (ranks sharing one GPU): fitted to Choir's own all_reduce on one H100 with 2 and 4
- *     ranks sharing it (test/device-run.sh proto-sweep, CUDA-graph launches, 2026-11-25): about
- *     4 us per operation for every protocol; per ring step LL 0.8, LL128 0.6, Simple 2.0 us (2
- *     ranks ~1.2, 4 ranks ~2.6 for Simple: more ranks poll the same memory); per channel about
- *     8 GB/s of LL data, 4.5 of LL128 and 12 of Simple (bw_ch 16 with LL's 8-of-16 bytes gives
- *     LL's 8; caps give the others). NCCL's llMaxBws does not apply (tune_model_build). So:
- *     LL128 below about 256 KB (measured: 10-20% faster than LL at 8-128 B, at most 11% slower
- *     from 512 B to 128 KB), LL at 512 KB (LL128 9-26% slower there), Simple from 2 MB.
+ *   SAME_GPU (ranks sharing one GPU): fitted to Choir's own all_reduce with 2 and 4 ranks sharing
+ *     one GPU (CUDA-graph launches, medians of 3 on one H100, 2026-11-25, for the bandwidths;
+ *     one run on one H200 after the one-round-trip prologue, same day, for the latencies:
+ *     all_reduce_perf -g R --ranks-per-gpu R -b 8 -e 32K -f 2 -G 20 with NCCL_PROTO forced).
+ *     Per ring step (2 to 4 ranks at 8 B) LL 0.86, LL128 0.83 us; what is left, about 3.4 us
+ *     per operation, is the same for every protocol. Simple's step grows with the ranks polling
+ *     the same memory (about 1.2 us with 2 ranks, 1.7 with 4 at 2 MB, 2.9 with 4 at 8 B): 1.6
+ *     here puts the LL/Simple crossover between 512 KB and 2 MB for both, as measured. LL's step
+ *     is 0.62, just above LL128's 0.6: LL steps of 2..16 lines cost about 0.3 us more than
+ *     steps of 32 or more (2 ranks: 5.5 us at 32..256 B, 4.85 at 512 B; not understood, and
+ *     padding the lines to whole warps made every size slower), so LL128 stays below about
+ *     13 KB (where the model's 33 or 16 channels make the bandwidths matter), LL above.
+ *     Per channel about 8 GB/s of LL data, 4.5 of LL128 and 12 of Simple (bw_ch 16 with LL's
+ *     8-of-16 bytes gives LL's 8; caps give the others). NCCL's llMaxBws does not apply
+ *     (tune_model_build). So: LL128 to about 13 KB, LL to 512 KB, Simple from 2 MB.
  *   cap_ch[LL]: LL's polling receiver moves far less than the link per channel (NCCL caps LL at
  *     llMaxBws for the whole ring, below); over the network the proxy moves LL lines in whole
  *     slots, at most the NIC's rate: 0 there. Choir's estimates. */
@@ -58,7 +65,7 @@ static const tune_link_row_t tune_link_table[TUNE_LINK_NUM] = {
   [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0,    0},           {0,    0,    0}},
   [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0,    0},           {0,    0,    0}},
   [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0,    0},           {0,    0,    0}},
-  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.8f, 0.6f,  2.0f},     16.0f, {8.0f, 4.5f, 12.0f},       {4.0f, 4.0f, 4.0f}},
+  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.62f, 0.6f, 1.6f},     16.0f, {8.0f, 4.5f, 12.0f},       {3.4f, 3.4f, 3.4f}},
 };
 /* clang-format on */
 
