@@ -19,6 +19,15 @@ command -v ninja >/dev/null 2>&1 || need+=(ninja-build)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v nm >/dev/null 2>&1 || need+=(binutils)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# The network plugins' libraries (plugins/net-ofi, plugins/net-ucx): built and tested in CI.
+# pkg-config may be missing itself on a bare machine: then ask for both.
+if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libfabric; then
+  need+=(libfabric-dev)
+fi
+if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists ucx; then
+  need+=(libucx-dev)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   sudo=""

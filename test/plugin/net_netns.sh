@@ -8,7 +8,10 @@
 # addresses, and runs the suite twice with one side in each namespace (--role listen in A,
 # --role connect in B): over IPv4 with the control streams through a unix socket in a shared
 # directory, then over IPv6 with the control streams over TCP on the veth itself (--peer-addr).
-# For the socket plugin, NCCL_SOCKET_IFNAME names the veth end and NCCL_SOCKET_FAMILY the family.
+# For the socket plugin, NCCL_SOCKET_IFNAME names the veth end and NCCL_SOCKET_FAMILY the family;
+# for net-ofi FI_TCP_IFACE and for net-ucx UCX_NET_DEVICES name it (so that their tcp transports
+# use the veth, not loopback or shared memory); CHOIR_NETNS_IF and CHOIR_NETNS_FAMILY carry both
+# for any other plugin. The caller's environment (FI_PROVIDER, UCX_TLS, ...) passes through.
 # Everything is torn down on exit. Not root, or no way to create namespaces: exit 77 with a line.
 set -u
 
@@ -65,10 +68,12 @@ run() {
   shift
   echo "# netns: $family between $ns_a ($if_a) and $ns_b ($if_b), control: $*"
   ip netns exec "$ns_a" env NCCL_SOCKET_IFNAME="=$if_a" NCCL_SOCKET_FAMILY="$family" \
-    "$prog" --role listen "$@" "$plugin" > "$dir/a.out" 2>&1 &
+    FI_TCP_IFACE="$if_a" UCX_NET_DEVICES="$if_a" CHOIR_NETNS_IF="$if_a" \
+    CHOIR_NETNS_FAMILY="$family" "$prog" --role listen "$@" "$plugin" > "$dir/a.out" 2>&1 &
   pid_a=$!
   ip netns exec "$ns_b" env NCCL_SOCKET_IFNAME="=$if_b" NCCL_SOCKET_FAMILY="$family" \
-    "$prog" --role connect "$@" "$plugin" > "$dir/b.out" 2>&1 &
+    FI_TCP_IFACE="$if_b" UCX_NET_DEVICES="$if_b" CHOIR_NETNS_IF="$if_b" \
+    CHOIR_NETNS_FAMILY="$family" "$prog" --role connect "$@" "$plugin" > "$dir/b.out" 2>&1 &
   pid_b=$!
   wait "$pid_a"
   rc_a=$?
