@@ -1,0 +1,413 @@
+/*
+ * net-ucx connections: listen, and the non-blocking connect / accept handshakes.
+ *
+ * A UCP worker address (hundreds of bytes with several transports) does not fit NCCL's 128-byte
+ * handle, so listen() opens a small TCP listener on the device's handshake address and the handle
+ * carries that address. Per connection:
+ *   connect: TCP connect, send nux_hello_t + the sender worker's address; read nux_reply_t + the
+ *            receiver worker's address; create the endpoint; the send comm is ready;
+ *   accept:  read the hello, assign a comm id on the receiver's worker (the connection's tag
+ *            space), create an endpoint back to the sender (only to hear of its death), send the
+ *            reply; the receive comm is ready once the reply is written.
+ * Every step is a non-blocking socket call; connect and accept return a NULL comm until their
+ * step is done, and progress their worker (UCX wireup) on every call. connect keeps its state
+ * behind a pointer inside the caller's handle buffer, which NCCL passes again on every retry.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "nux.h"
+
+#define NUX_MAX_PENDING 64
+
+/* A handshake message being moved: header + address. */
+typedef struct {
+  char* buf;
+  size_t len, done;
+} nux_msg_t;
+
+typedef struct {
+  int fd;
+  nux_msg_t in;     /* hello: header first, then grown to header + address */
+  nux_msg_t out;    /* reply */
+  nux_comm_t* comm; /* created once the hello is in */
+} nux_pending_t;
+
+typedef struct {
+  int fd;
+  nux_worker_t* worker;
+  uint64_t listen_id;
+  nux_pending_t pend[NUX_MAX_PENDING];
+  int npend;
+} nux_listen_t;
+
+typedef struct {
+  int fd;
+  bool connected;
+  nux_worker_t* worker;
+  uint64_t conn_id;
+  nux_msg_t out; /* hello */
+  nux_msg_t in;  /* reply */
+  char peer[64];
+} nux_connecting_t;
+
+typedef struct {
+  nux_handle_t h;
+  nux_connecting_t* state;
+} nux_handle_wire_t;
+
+_Static_assert(sizeof(nux_handle_wire_t) <= NCCL_NET_HANDLE_MAXSIZE,
+               "net-ucx handle must fit NCCL_NET_HANDLE_MAXSIZE");
+
+static void nux_addr_str(const sock_addr_t* a, char* buf, size_t size) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (a->sa.sa_family == AF_INET) {
+    inet_ntop(AF_INET, &a->sin.sin_addr, host, sizeof(host));
+    snprintf(buf, size, "%s:%u", host, ntohs(a->sin.sin_port));
+  } else {
+    inet_ntop(AF_INET6, &a->sin6.sin6_addr, host, sizeof(host));
+    snprintf(buf, size, "[%s]:%u", host, ntohs(a->sin6.sin6_port));
+  }
+}
+
+static socklen_t nux_addr_len(const sock_addr_t* a) {
+  return a->sa.sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+}
+
+static uint64_t nux_random64(const void* salt) {
+  uint64_t v;
+  if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+    v = (uint64_t)(uintptr_t)salt ^ ((uint64_t)getpid() << 32);
+  return v;
+}
+
+/* Moves what the socket takes now; *fin once every byte is moved. Closed or reset peer:
+ * ncclRemoteError; other failures ncclSystemError (each WARNed). */
+static ncclResult_t nux_msg_move(int fd, nux_msg_t* m, bool out, const char* what,
+                                 const char* peer) {
+  while (m->done < m->len) {
+    ssize_t r = out ? send(fd, m->buf + m->done, m->len - m->done, MSG_NOSIGNAL | MSG_DONTWAIT)
+                    : recv(fd, m->buf + m->done, m->len - m->done, MSG_DONTWAIT);
+    if (r > 0) {
+      m->done += (size_t)r;
+      continue;
+    }
+    if (r == 0) {
+      NUX_WARN("net-ucx: %s with %s: connection closed by the peer", what, peer);
+      return ncclRemoteError;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+    int err = errno;
+    bool remote = err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ETIMEDOUT ||
+                  err == ECONNREFUSED;
+    NUX_WARN("net-ucx: %s with %s failed: %s", what, peer, strerror(err));
+    return remote ? ncclRemoteError : ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
+/* A header + worker address message (hello or reply). */
+static ncclResult_t nux_msg_build(const void* hdr, size_t hlen, const nux_worker_t* w,
+                                  nux_msg_t* m) {
+  m->len = hlen + w->addr_len;
+  m->done = 0;
+  m->buf = malloc(m->len);
+  if (m->buf == NULL) {
+    NUX_WARN("net-ucx: out of memory in a connection handshake");
+    return ncclSystemError;
+  }
+  memcpy(m->buf, hdr, hlen);
+  memcpy(m->buf + hlen, w->addr, w->addr_len);
+  return ncclSuccess;
+}
+
+static void nux_worker_poke(nux_worker_t* w) {
+  pthread_mutex_lock(&w->lock);
+  nux_worker_progress_locked(w);
+  pthread_mutex_unlock(&w->lock);
+}
+
+/* ---- listen --------------------------------------------------------------------------------- */
+
+ncclResult_t nux_listen(nux_ctx_t* ctx, int dev, void* handle, void** listen_comm) {
+  *listen_comm = NULL;
+  nux_worker_t* w = NULL;
+  ncclResult_t res = nux_worker_get(ctx, dev, &w);
+  if (res != ncclSuccess) return res;
+  sock_addr_t addr = nux_g.dev[dev].hs;
+  int fd = socket(addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  socklen_t len = nux_addr_len(&addr);
+  if (fd < 0 || bind(fd, &addr.sa, len) != 0 || listen(fd, SOMAXCONN) != 0 ||
+      getsockname(fd, &addr.sa, &len) != 0) {
+    NUX_WARN("net-ucx: listen on %s (handshake interface %s): %s", nux_g.dev[dev].name,
+             nux_g.dev[dev].hs_if, strerror(errno));
+    if (fd >= 0) close(fd);
+    nux_worker_put(w);
+    return ncclSystemError;
+  }
+  nux_listen_t* l = calloc(1, sizeof(*l));
+  if (l == NULL) {
+    NUX_WARN("net-ucx: listen: out of memory");
+    close(fd);
+    nux_worker_put(w);
+    return ncclSystemError;
+  }
+  l->fd = fd;
+  l->worker = w;
+  l->listen_id = nux_random64(l);
+  nux_handle_wire_t* hw = handle;
+  memset(hw, 0, sizeof(*hw));
+  hw->h.magic = NUX_MAGIC;
+  hw->h.listen_id = l->listen_id;
+  hw->h.addr = addr;
+  *listen_comm = l;
+  return ncclSuccess;
+}
+
+/* ---- connect -------------------------------------------------------------------------------- */
+
+static void nux_connecting_free(nux_connecting_t* c) {
+  if (c->fd >= 0) close(c->fd);
+  free(c->out.buf);
+  free(c->in.buf);
+  if (c->worker != NULL) nux_worker_put(c->worker);
+  free(c);
+}
+
+static ncclResult_t nux_connecting_start(nux_ctx_t* ctx, int dev, const nux_handle_wire_t* hw,
+                                         nux_connecting_t** c_p) {
+  nux_connecting_t* c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    NUX_WARN("net-ucx: connect: out of memory");
+    return ncclSystemError;
+  }
+  c->fd = -1;
+  nux_addr_str(&hw->h.addr, c->peer, sizeof(c->peer));
+  ncclResult_t res = nux_worker_get(ctx, dev, &c->worker);
+  if (res != ncclSuccess) goto err_free;
+  c->conn_id = nux_random64(c);
+  nux_hello_t hello = {.magic = NUX_MAGIC,
+                       .listen_id = hw->h.listen_id,
+                       .conn_id = c->conn_id,
+                       .addr_len = (uint32_t)c->worker->addr_len};
+  res = nux_msg_build(&hello, sizeof(hello), c->worker, &c->out);
+  if (res != ncclSuccess) goto err_free;
+  c->in.len = sizeof(nux_reply_t);
+  c->in.buf = malloc(c->in.len);
+  if (c->in.buf == NULL) {
+    NUX_WARN("net-ucx: connect: out of memory");
+    res = ncclSystemError;
+    goto err_free;
+  }
+  c->fd = socket(hw->h.addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (c->fd < 0) {
+    NUX_WARN("net-ucx: connect to %s: socket failed: %s", c->peer, strerror(errno));
+    res = ncclSystemError;
+    goto err_free;
+  }
+  int one = 1;
+  (void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (connect(c->fd, &hw->h.addr.sa, nux_addr_len(&hw->h.addr)) == 0) {
+    c->connected = true;
+  } else if (errno != EINPROGRESS && errno != EINTR) {
+    NUX_WARN("net-ucx: connect to %s: %s", c->peer, strerror(errno));
+    res = ncclRemoteError;
+    goto err_free;
+  }
+  *c_p = c;
+  return ncclSuccess;
+err_free:
+  nux_connecting_free(c);
+  return res;
+}
+
+/* One step; *comm_p once the reply is in and the endpoint exists. */
+static ncclResult_t nux_connecting_step(nux_connecting_t* c, nux_comm_t** comm_p) {
+  if (!c->connected) {
+    struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+    if (poll(&p, 1, 0) <= 0) return ncclSuccess;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err == EINPROGRESS || err == EALREADY) return ncclSuccess;
+    if (err != 0) {
+      NUX_WARN("net-ucx: connect to %s: %s", c->peer, strerror(err));
+      return ncclRemoteError;
+    }
+    c->connected = true;
+  }
+  ncclResult_t res = nux_msg_move(c->fd, &c->out, true, "connect (hello)", c->peer);
+  if (res != ncclSuccess || c->out.done < c->out.len) return res;
+  res = nux_msg_move(c->fd, &c->in, false, "connect (reply)", c->peer);
+  if (res != ncclSuccess || c->in.done < c->in.len) return res;
+  nux_reply_t r;
+  memcpy(&r, c->in.buf, sizeof(r));
+  if (r.magic != NUX_MAGIC || r.conn_id != c->conn_id || r.comm_id == 0 || r.addr_len == 0 ||
+      r.addr_len > NUX_MAX_ADDR) {
+    NUX_WARN("net-ucx: connect to %s: the peer's reply is not a net-ucx handshake", c->peer);
+    return ncclRemoteError;
+  }
+  if (c->in.len == sizeof(r)) { /* header in: now the address */
+    char* grown = realloc(c->in.buf, sizeof(r) + r.addr_len);
+    if (grown == NULL) {
+      NUX_WARN("net-ucx: connect: out of memory");
+      return ncclSystemError;
+    }
+    c->in.buf = grown;
+    c->in.len = sizeof(r) + r.addr_len;
+    res = nux_msg_move(c->fd, &c->in, false, "connect (reply)", c->peer);
+    if (res != ncclSuccess || c->in.done < c->in.len) return res;
+  }
+  return nux_comm_create(c->worker, true, r.comm_id, c->in.buf + sizeof(r), c->peer, comm_p);
+}
+
+ncclResult_t nux_connect(nux_ctx_t* ctx, int dev, void* handle, void** send_comm) {
+  *send_comm = NULL;
+  nux_handle_wire_t* hw = handle;
+  if (hw->h.magic != NUX_MAGIC) {
+    NUX_WARN("net-ucx: connect: the handle was not written by net-ucx's listen");
+    return ncclInvalidArgument;
+  }
+  ncclResult_t res;
+  if (hw->state == NULL) {
+    res = nux_connecting_start(ctx, dev, hw, &hw->state);
+    if (res != ncclSuccess) return res;
+  }
+  nux_connecting_t* c = hw->state;
+  nux_comm_t* comm = NULL;
+  res = nux_connecting_step(c, &comm);
+  if (res == ncclSuccess && comm == NULL) {
+    nux_worker_poke(c->worker);
+    return ncclSuccess;
+  }
+  nux_connecting_free(c);
+  hw->state = NULL;
+  *send_comm = comm;
+  return res;
+}
+
+/* ---- accept --------------------------------------------------------------------------------- */
+
+static void nux_pending_drop(nux_listen_t* l, int i) {
+  nux_pending_t* p = &l->pend[i];
+  if (p->fd >= 0) close(p->fd);
+  free(p->in.buf);
+  free(p->out.buf);
+  if (p->comm != NULL) nux_comm_destroy(p->comm);
+  l->pend[i] = l->pend[--l->npend];
+}
+
+/* Advances pending connection i; *ready_p once its reply is out (the comm is then p->comm). */
+static ncclResult_t nux_pending_step(nux_listen_t* l, nux_pending_t* p, bool* ready_p) {
+  *ready_p = false;
+  if (p->comm == NULL) {
+    ncclResult_t res = nux_msg_move(p->fd, &p->in, false, "accept (hello)", "a connecting peer");
+    if (res != ncclSuccess || p->in.done < p->in.len) return res;
+    nux_hello_t h;
+    memcpy(&h, p->in.buf, sizeof(h));
+    if (h.magic != NUX_MAGIC || h.listen_id != l->listen_id || h.addr_len == 0 ||
+        h.addr_len > NUX_MAX_ADDR) {
+      NUX_WARN(
+          "net-ucx: accept: dropping a connection that is not a net-ucx peer of this "
+          "listener");
+      return ncclRemoteError;
+    }
+    if (p->in.len == sizeof(h)) {
+      char* grown = realloc(p->in.buf, sizeof(h) + h.addr_len);
+      if (grown == NULL) {
+        NUX_WARN("net-ucx: accept: out of memory");
+        return ncclSystemError;
+      }
+      p->in.buf = grown;
+      p->in.len = sizeof(h) + h.addr_len;
+      res = nux_msg_move(p->fd, &p->in, false, "accept (hello)", "a connecting peer");
+      if (res != ncclSuccess || p->in.done < p->in.len) return res;
+    }
+    char peer[64];
+    sock_addr_t a;
+    socklen_t alen = sizeof(a);
+    if (getpeername(p->fd, &a.sa, &alen) == 0)
+      nux_addr_str(&a, peer, sizeof(peer));
+    else
+      snprintf(peer, sizeof(peer), "peer");
+    pthread_mutex_lock(&l->worker->lock);
+    uint32_t comm_id = nux_comm_id_next(&l->worker->next_comm_id);
+    pthread_mutex_unlock(&l->worker->lock);
+    res = nux_comm_create(l->worker, false, comm_id, p->in.buf + sizeof(h), peer, &p->comm);
+    if (res != ncclSuccess) return res;
+    nux_reply_t r = {.magic = NUX_MAGIC,
+                     .conn_id = h.conn_id,
+                     .comm_id = comm_id,
+                     .addr_len = (uint32_t)l->worker->addr_len};
+    res = nux_msg_build(&r, sizeof(r), l->worker, &p->out);
+    if (res != ncclSuccess) return res;
+  }
+  ncclResult_t res = nux_msg_move(p->fd, &p->out, true, "accept (reply)", p->comm->peer);
+  if (res != ncclSuccess) return res;
+  *ready_p = p->out.done == p->out.len;
+  return ncclSuccess;
+}
+
+ncclResult_t nux_accept(void* listen_comm, void** recv_comm) {
+  nux_listen_t* l = listen_comm;
+  *recv_comm = NULL;
+  while (l->npend < NUX_MAX_PENDING) {
+    int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      NUX_WARN("net-ucx: accept failed: %s", strerror(errno));
+      return ncclSystemError;
+    }
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    nux_pending_t* p = &l->pend[l->npend];
+    memset(p, 0, sizeof(*p));
+    p->fd = fd;
+    p->in.len = sizeof(nux_hello_t);
+    p->in.buf = malloc(p->in.len);
+    if (p->in.buf == NULL) {
+      close(fd);
+      NUX_WARN("net-ucx: accept: out of memory");
+      return ncclSystemError;
+    }
+    l->npend++;
+  }
+  for (int i = 0; i < l->npend;) {
+    bool ready = false;
+    ncclResult_t res = nux_pending_step(l, &l->pend[i], &ready);
+    if (res != ncclSuccess) {
+      /* One bad or vanished connector must not fail the listener: drop it (WARNed). */
+      nux_pending_drop(l, i);
+      continue;
+    }
+    if (ready) {
+      nux_comm_t* comm = l->pend[i].comm;
+      l->pend[i].comm = NULL;
+      nux_pending_drop(l, i);
+      *recv_comm = comm;
+      return ncclSuccess;
+    }
+    i++;
+  }
+  nux_worker_poke(l->worker);
+  return ncclSuccess;
+}
+
+ncclResult_t nux_close_listen(void* listen_comm) {
+  nux_listen_t* l = listen_comm;
+  if (l == NULL) return ncclSuccess;
+  while (l->npend > 0) nux_pending_drop(l, 0);
+  close(l->fd);
+  nux_worker_put(l->worker);
+  free(l);
+  return ncclSuccess;
+}
