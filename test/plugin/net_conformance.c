@@ -358,30 +358,41 @@ static void test_one(worker_t* w, msg_t* m, const char* what) {
   }
 }
 
+/* One round of progress on m[0..n) of one comm: posts what the window allows, in order (a post
+ * that returns no request stops this round's posts; it is retried next round), then tests what
+ * is in flight. *posted counts the messages posted so far; returns how many of m[0..n) are done,
+ * counted from the first (completion is reported in posting order). */
+static int msgs_step(worker_t* w, void* comm, bool send, msg_t* m, int n, int window, int* posted) {
+  const char* what = send ? "isend" : "irecv";
+  int completed = 0;
+  while (completed < *posted && m[completed].done) completed++;
+  while (*posted < n && *posted - completed < window) {
+    msg_t* p = &m[*posted];
+    p->req = NULL;
+    if (send) {
+      NET_CALL(w, net_isend(w->net, comm, p->buf, p->size, p->tag, p->mh, NULL, &p->req));
+    } else {
+      NET_CALL(
+          w, net_irecv(w->net, comm, 1, (void**)&p->buf, &p->size, &p->tag, &p->mh, NULL, &p->req));
+    }
+    if (p->req == NULL) break; /* retry later */
+    (*posted)++;
+  }
+  for (int i = completed; i < *posted; i++)
+    if (!m[i].done) test_one(w, &m[i], what);
+  while (completed < *posted && m[completed].done) completed++;
+  return completed;
+}
+
 /* Posts m[0..n) in order on one comm, at most `window` in flight, and tests them to completion.
  * A post that returns no request is retried (while testing what is in flight) until the deadline.
  */
 static void run_msgs(worker_t* w, void* comm, bool send, msg_t* m, int n, int window,
                      double deadline) {
   int posted = 0, completed = 0;
-  const char* what = send ? "isend" : "irecv";
   while (completed < n) {
     check_deadline(w, deadline, send ? "sends" : "receives");
-    while (posted < n && posted - completed < window) {
-      msg_t* p = &m[posted];
-      p->req = NULL;
-      if (send) {
-        NET_CALL(w, net_isend(w->net, comm, p->buf, p->size, p->tag, p->mh, NULL, &p->req));
-      } else {
-        NET_CALL(w,
-                 net_irecv(w->net, comm, 1, (void**)&p->buf, &p->size, &p->tag, &p->mh, NULL, &p->req));
-      }
-      if (p->req == NULL) break; /* retry later */
-      posted++;
-    }
-    for (int i = completed; i < posted; i++)
-      if (!m[i].done) test_one(w, &m[i], what);
-    while (completed < posted && m[completed].done) completed++;
+    completed = msgs_step(w, comm, send, m, n, window, &posted);
   }
 }
 
@@ -1125,6 +1136,310 @@ static bool case_kill_receiver(worker_t* w) {
   return true;
 }
 
+/* Sends that complete before their receives are posted (the "unexpected" path: the data waits
+ * inside the plugin or its transport until irecv). Each message must then come out with the size
+ * sent and its bytes, whether irecv finds it at once (a receive that completes inside irecv, whose
+ * size a plugin may forget to record: net-ucx once did) or test() does. The receives are posted
+ * once at their sizes and once larger, so that neither the posted size nor 0 passes for the size
+ * sent. A plugin whose sends wait for the receiver (a rendezvous, as NCCL's IB plugin does, which
+ * the ABI allows) cannot take this path: the case says so and checks the exchange only. */
+#define UNEXPECTED_WAIT_S 2.0 /* how long the sender tries to complete its sends alone */
+static bool case_recv_unexpected(worker_t* w) {
+  static const size_t sizes[] = {0, 1, 7, 4095, 0, 1, 7, 4095};
+  enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+  bool send = w->side == SIDE_B;
+  conn_t c = conn_open(w, !send, false);
+  /* A first exchange completes whatever setup the transport finishes lazily (UCX's wireup needs
+   * the receiver's progress), as the core's connections have by the time data is unexpected. */
+  prove_conn(w, &c, 1100);
+  msg_t m[N];
+  uint64_t seeds[N];
+  memset(m, 0, sizeof(m));
+  for (int i = 0; i < N; i++) {
+    size_t posted = send || i < N / 2 ? sizes[i] : sizes[i] + 4 * KIB + 3;
+    seeds[i] = 1110 + (uint64_t)i;
+    m[i].buf = buf_alloc(w, posted);
+    m[i].size = posted;
+    if (send) pattern_fill(m[i].buf, sizes[i], seeds[i]);
+    m[i].mh = reg(w, c.comm, m[i].buf, posted);
+  }
+  uint32_t early = 0; /* sends done (test() said so) before any receive was posted */
+  if (send) {
+    int posted = 0, completed = 0;
+    double limit = now_s() + UNEXPECTED_WAIT_S;
+    while (completed < N && now_s() < limit)
+      completed = msgs_step(w, c.comm, true, m, N, N, &posted);
+    early = (uint32_t)completed;
+    ctl_send(w, &early, sizeof(early), "count of sends done before the receives");
+    if (early < N)
+      note(w,
+           "%u of %d sends completed before the receives were posted (the rest wait for the "
+           "receiver, which the ABI allows): only those took the unexpected path",
+           early, N);
+    while (completed < N) {
+      check_deadline(w, w->deadline, "sends");
+      completed = msgs_step(w, c.comm, true, m, N, N, &posted);
+    }
+  } else {
+    /* Called nothing until every send that could complete has: now let the bytes land. */
+    ctl_recv(w, &early, sizeof(early), "count of sends done before the receives");
+    usleep(100 * 1000);
+    run_msgs(w, c.comm, false, m, N, N, w->deadline);
+  }
+  check_msgs(w, send, m, N, sizes, seeds);
+  for (int i = 0; i < N; i++) NET_CALL(w, net_dereg_mr(w->net, c.comm, m[i].mh));
+  ctl_sync(w, 1);
+  close_conn(w, &c, !send);
+  return true;
+}
+
+/* A close whose peer calls nothing (it waits on the control stream) returns at once: NCCL's peer
+ * may be busy elsewhere, or closing other comms one by one, when a comm closes, so a close that
+ * waits for the peer to progress (a flush, a goodbye handshake) costs its whole timeout per comm
+ * (a flushing close in net-ucx once cost its whole 1 s timeout per comm this way). Two connections,
+ * B sending to A: on the first the send side closes first, on the second the receive side does. */
+#define IDLE_CLOSE_LIMIT_S 0.25
+static void close_before_idle_peer(worker_t* w, conn_t* c, bool sender_first, uint32_t tag) {
+  bool send = w->side == SIDE_B;
+  if (send == sender_first) {
+    double t0 = now_s();
+    close_conn(w, c, !send);
+    double dt = now_s() - t0;
+    REQUIRE(w, dt < IDLE_CLOSE_LIMIT_S,
+            "close%s took %.3f s while the peer called nothing (limit %.2f s): a close must not "
+            "wait for the peer",
+            send ? "Send" : "Recv", dt, IDLE_CLOSE_LIMIT_S);
+    ctl_sync(w, tag);
+  } else {
+    ctl_sync(w, tag); /* idle: no plugin call until the peer's close has returned */
+    close_conn(w, c, !send);
+  }
+}
+
+static bool case_close_idle_peer(worker_t* w) {
+  bool send = w->side == SIDE_B;
+  conn_t c1 = conn_open(w, !send, false);
+  conn_t c2 = conn_open(w, !send, false);
+  transfer(w, &c1, 64 * KIB, 0, 1200, "message before close (send side first)");
+  transfer(w, &c2, 64 * KIB, 0, 1201, "message before close (receive side first)");
+  ctl_sync(w, 1);
+  close_before_idle_peer(w, &c1, true, 2);
+  close_before_idle_peer(w, &c2, false, 3);
+  ctl_sync(w, 4);
+  return true;
+}
+
+/* A peer that calls nothing for a while is not a dead peer: a request whose match the peer posts
+ * only after IDLE_S must complete, with its data. Guards against a liveness probe (or keepalive)
+ * that needs the peer's progress to be answered, and so declares an idle peer dead. First a small
+ * receive posted by A, tested throughout, while B sleeps before sending; then a large send posted
+ * by B, tested throughout, while A sleeps before receiving. */
+#define IDLE_S 3.0
+static size_t idle_large(const opts_t* o) {
+  return o->max_bytes < 64 * MIB ? o->max_bytes : 64 * MIB;
+}
+
+static void idle_exchange(worker_t* w, conn_t* c, size_t n, int poster, uint64_t seed, uint32_t tag,
+                          const char* label) {
+  bool send = w->side == SIDE_B;
+  if (n > chunk_cap(w)) n = chunk_cap(w);
+  msg_t m = {.buf = buf_alloc(w, n), .size = n};
+  m.mh = reg(w, c->comm, m.buf, n);
+  if (send) pattern_fill(m.buf, n, seed);
+  if (w->side == poster) {
+    int posted = 0;
+    while (posted == 0) {
+      check_deadline(w, w->deadline, label);
+      msgs_step(w, c->comm, send, &m, 1, 1, &posted);
+    }
+    ctl_sync(w, tag); /* the peer starts its idle time now */
+    double t0 = now_s();
+    while (!m.done) {
+      check_deadline(w, w->deadline, label);
+      msgs_step(w, c->comm, send, &m, 1, 1, &posted);
+    }
+    /* A send may complete early where the transport buffers it; a receive never may. */
+    REQUIRE(w, send || now_s() - t0 >= IDLE_S * 0.9,
+            "%s: the receive completed %.2f s after the peer went idle, before it posted its send",
+            label, now_s() - t0);
+  } else {
+    ctl_sync(w, tag);
+    usleep((useconds_t)(IDLE_S * 1e6)); /* calls nothing */
+    run_msgs(w, c->comm, send, &m, 1, 1, w->deadline);
+  }
+  uint64_t seeds = seed;
+  check_msgs(w, send, &m, 1, &n, &seeds);
+  NET_CALL(w, net_dereg_mr(w->net, c->comm, m.mh));
+  free(m.buf);
+}
+
+static bool case_idle_peer(worker_t* w) {
+  bool send = w->side == SIDE_B;
+  conn_t c = conn_open(w, !send, false);
+  prove_conn(w, &c, 1300);
+  idle_exchange(w, &c, 1000, SIDE_A, 1301, 1, "small receive, sender idle");
+  size_t big = idle_large(w->o);
+  idle_exchange(w, &c, big ? big : 1, SIDE_B, 1302, 2, "large send, receiver idle");
+  ctl_sync(w, 3);
+  close_conn(w, &c, !send);
+  return true;
+}
+
+/* The peer closes its comm in an orderly way (closeSend/closeRecv; its process stays alive and
+ * calls nothing more) before the survivor posts: the survivor's request can never be matched, so
+ * it must fail (an error from isend/irecv or test()) within the death bar; completing is wrong,
+ * and so is a hang. First B closes its send comm and A posts a receive; then A closes its receive
+ * comm and B posts a send. The send is large (as in kill-receiver: up to 256 MiB): a send may
+ * complete once its bytes are handed to the transport (completion only frees the buffer; for
+ * net-socket, bytes in the kernel count as sent), so a small one to a closed receiver could
+ * complete without a bug, but no transport buffers 16 MiB or more for a peer that is gone. Below
+ * 16 MiB (--max-bytes) a completed send is only noted. */
+#define CLOSED_PEER_MIN_BYTES (16 * MIB)
+/* The survivor's side: true when its request failed (or a small send completed); otherwise
+ * false with the reason in why, so that the other half of the case still runs and reports. */
+static bool survivor_expects_error(worker_t* w, conn_t* c, size_t n, const char* label, char* why,
+                                   size_t why_size) {
+  bool send = w->side == SIDE_B;
+  msg_t m = {.buf = buf_alloc(w, n), .size = n};
+  m.mh = reg(w, c->comm, m.buf, n);
+  if (send) pattern_fill(m.buf, n, 1400);
+  double t0 = now_s();
+  ncclResult_t res = ncclSuccess;
+  const char* call = send ? "isend" : "irecv";
+  bool ok = false;
+  while (res == ncclSuccess) {
+    if (now_s() - t0 > w->o->death_s) {
+      snprintf(why, why_size,
+               "%s: the peer closed its comm %.0f s ago and %s still reports no error (a hang)",
+               label, now_s() - t0, m.req ? "test()" : call);
+      break;
+    }
+    check_deadline(w, w->deadline, label);
+    double c0 = now_s();
+    if (m.req == NULL) {
+      res = send ? net_isend(w->net, c->comm, m.buf, n, 0, m.mh, NULL, &m.req)
+                 : net_irecv(w->net, c->comm, 1, (void**)&m.buf, &m.size, &m.tag, &m.mh, NULL,
+                             &m.req);
+      if (res == ncclSuccess && m.req == NULL) usleep(1000);
+    } else {
+      int done = 0, size = -1;
+      res = net_test(w->net, m.req, &done, &size);
+      call = "test()";
+      if (res == ncclSuccess && done) {
+        if (send && n < CLOSED_PEER_MIN_BYTES) {
+          note(w, "%s: a send of %zu bytes (--max-bytes) completed after the receiver closed",
+               label, n);
+          ok = true;
+        } else {
+          snprintf(why, why_size,
+                   "%s: the %s of %zu bytes completed (test() reported %d bytes) although the "
+                   "peer had closed its comm before it was posted and never posted a match",
+                   label, send ? "send" : "receive", n, size);
+        }
+        break;
+      }
+    }
+    REQUIRE(w, now_s() - c0 < BLOCK_LIMIT_S, "%s: %s blocked for %.1f s (it must return at once)",
+            label, call, now_s() - c0);
+  }
+  if (res != ncclSuccess) {
+    note(w, "%s: error %d (%s) from %s after %.2f s", label, (int)res, err_string(res), call,
+         now_s() - t0);
+    ok = true;
+  }
+  /* The buffer is left alone: the comm's close may still abandon the request. */
+  close_tolerant(w, c, !send);
+  return ok;
+}
+
+static bool case_peer_close_pending(worker_t* w) {
+  bool send = w->side == SIDE_B;
+  char why[512] = "";
+  bool ok = true;
+  conn_t c1 = conn_open(w, !send, false);
+  conn_t c2 = conn_open(w, !send, false);
+  prove_conn(w, &c1, 1401);
+  prove_conn(w, &c2, 1402);
+  ctl_sync(w, 1);
+  /* c1: the sender closes, the receiver posts. */
+  if (send) {
+    close_conn(w, &c1, false);
+    ctl_sync(w, 2);
+    ctl_sync(w, 3); /* idle until the receiver has its answer */
+  } else {
+    ctl_sync(w, 2);
+    ok = survivor_expects_error(w, &c1, 64 * KIB, "receive after the sender closed", why,
+                                sizeof(why));
+    ctl_sync(w, 3);
+  }
+  /* c2: the receiver closes, the sender posts. */
+  if (!send) {
+    close_conn(w, &c2, true);
+    ctl_sync(w, 4);
+    ctl_sync(w, 5);
+  } else {
+    ctl_sync(w, 4);
+    ok = survivor_expects_error(w, &c2, death_size(w), "send after the receiver closed", why,
+                                sizeof(why));
+    ctl_sync(w, 5);
+  }
+  REQUIRE(w, ok, "%s", why);
+  return true;
+}
+
+static int unload_report_fd = -1;
+
+/* A fault while the plugin is closed is code of the closed plugin still running: say so (the
+ * supervisor would only see a signal). Async-signal-safe: constant strings and write(). */
+static void unload_fault(int sig) {
+  const char* what = sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : "SIGILL";
+  const char* msg = "F a plugin thread ran after net_close (finalize, then dlclose) and faulted: ";
+  write_all_fd(unload_report_fd, msg, strlen(msg));
+  write_all_fd(unload_report_fd, what, strlen(what));
+  write_all_fd(unload_report_fd, "\n", 1);
+  _exit(1);
+}
+
+static void unload_watch(worker_t* w, bool on) {
+  static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL};
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on ? unload_fault : SIG_DFL;
+  unload_report_fd = w->report;
+  for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) sigaction(sigs[i], &sa, NULL);
+}
+
+/* The plugin closed (finalize, then dlclose) and opened again in the same process, with a complete
+ * exchange before and after: a plugin thread that outlives finalize runs unmapped code after the
+ * dlclose (a crash), and state kept across the reload (a global init done once, a stale worker)
+ * shows in the second exchange. A plugin linked -z nodelete stays mapped, which is its fix for
+ * libraries (UCX) whose threads outlive dlclose. */
+static bool case_unload(worker_t* w) {
+  bool send = w->side == SIDE_B;
+  for (int round = 0; round < 2; round++) {
+    conn_t c = conn_open(w, !send, false);
+    transfer(w, &c, 64 * KIB, 0, 1500 + (uint64_t)round,
+             round ? "message after the reload" : "message before the reload");
+    ctl_sync(w, 1 + 2 * (uint32_t)round);
+    close_conn(w, &c, !send);
+    ctl_sync(w, 2 + 2 * (uint32_t)round);
+    if (round == 0) {
+      unload_watch(w, true);
+      net_close(w->net);
+      w->net = NULL;
+      usleep(500 * 1000); /* plugin threads left behind run into unmapped code here */
+      unload_watch(w, false);
+      check_net(w, net_open(w->o->plugin, COMM_ID, NCCL_NET_TRAFFIC_CLASS_UNDEF, &w->net),
+                "net_open (again, after net_close)");
+      int ndev = net_ndev(w->net);
+      REQUIRE(w, w->o->dev < ndev, "after the reload the plugin has %d device(s) (--dev %d)", ndev,
+              w->o->dev);
+      check_net(w, net_props(w->net, w->o->dev, &w->props), "net_props (after the reload)");
+    }
+  }
+  return true;
+}
+
 static size_t bytes_small(const opts_t* o) {
   (void)o;
   return 0;
@@ -1153,12 +1468,20 @@ static const case_def_t cases[] = {
     {"close-pending", case_close_pending, bytes_small},
     {"kill-sender", case_kill_sender, bytes_small},
     {"kill-receiver", case_kill_receiver, bytes_small},
+    {"recv-unexpected", case_recv_unexpected, bytes_small},
+    {"close-idle-peer", case_close_idle_peer, bytes_small},
+    {"idle-peer", case_idle_peer, idle_large},
+    {"peer-close-pending", case_peer_close_pending, bytes_small},
+    {"unload", case_unload, bytes_small},
 };
 enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
 
 static double case_timeout(const opts_t* o, const case_def_t* c) {
   double t = o->timeout_s + (double)c->bytes(o) / (50.0 * MIB);
   if (c->run == case_kill_sender || c->run == case_kill_receiver) t += o->death_s;
+  /* Two survivors, one after the other. */
+  if (c->run == case_peer_close_pending) t += 2 * o->death_s;
+  if (c->run == case_idle_peer) t += 2 * IDLE_S;
   return t;
 }
 
