@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net_props.h"
 #include "nux.h"
 
 #define NUX_EXPORT __attribute__((visibility("default")))
@@ -68,71 +69,33 @@ static ncclResult_t nux_set_net_attr_v11(void* ctx, ncclNetAttr_v11_t* attr) {
 
 /* ---- properties ----------------------------------------------------------------------------- */
 
-/* Fields every version from v8 on has. */
-#define NUX_PROPS_COMMON(p, q)                    \
-  do {                                            \
-    (p)->name = (q).name;                         \
-    (p)->pciPath = (q).pciPath;                   \
-    (p)->guid = (q).guid;                         \
-    (p)->ptrSupport = (q).ptrSupport;             \
-    (p)->regIsGlobal = (q).regIsGlobal;           \
-    (p)->speed = (q).speed;                       \
-    (p)->port = (q).port;                         \
-    (p)->latency = (q).latency;                   \
-    (p)->maxComms = (q).maxComms;                 \
-    (p)->maxRecvs = (q).maxRecvs;                 \
-    (p)->netDeviceType = (q).netDeviceType;       \
-    (p)->netDeviceVersion = (q).netDeviceVersion; \
-  } while (0)
-
-/* Fields from v9 on (vProps has 4 entries before v12). */
-#define NUX_PROPS_V9(p, q)                    \
-  do {                                        \
-    (p)->forceFlush = (q).forceFlush;         \
-    (p)->vProps.ndevs = (q).vProps.ndevs;     \
-    (p)->vProps.devs[0] = (q).vProps.devs[0]; \
-    (p)->maxP2pBytes = (q).maxP2pBytes;       \
-    (p)->maxCollBytes = (q).maxCollBytes;     \
-  } while (0)
-
+/* Older versions' properties: the v12 ones, converted (common/net_props.h). */
 static ncclResult_t nux_props_v11(int dev, ncclNetProperties_v11_t* p) {
   ncclNetProperties_v12_t q;
   ncclResult_t res = nux_get_properties(dev, &q);
-  if (res != ncclSuccess) return res;
-  memset(p, 0, sizeof(*p));
-  NUX_PROPS_COMMON(p, q);
-  NUX_PROPS_V9(p, q);
-  p->maxMultiRequestSize = q.maxMultiRequestSize;
-  return ncclSuccess;
+  if (res == ncclSuccess) net_props_to_v11(&q, p);
+  return res;
 }
 
 static ncclResult_t nux_props_v10(int dev, ncclNetProperties_v10_t* p) {
   ncclNetProperties_v12_t q;
   ncclResult_t res = nux_get_properties(dev, &q);
-  if (res != ncclSuccess) return res;
-  memset(p, 0, sizeof(*p));
-  NUX_PROPS_COMMON(p, q);
-  NUX_PROPS_V9(p, q);
-  return ncclSuccess;
+  if (res == ncclSuccess) net_props_to_v10(&q, p);
+  return res;
 }
 
 static ncclResult_t nux_props_v9(int dev, ncclNetProperties_v9_t* p) {
   ncclNetProperties_v12_t q;
   ncclResult_t res = nux_get_properties(dev, &q);
-  if (res != ncclSuccess) return res;
-  memset(p, 0, sizeof(*p));
-  NUX_PROPS_COMMON(p, q);
-  NUX_PROPS_V9(p, q);
-  return ncclSuccess;
+  if (res == ncclSuccess) net_props_to_v9(&q, p);
+  return res;
 }
 
 static ncclResult_t nux_props_v8(int dev, ncclNetProperties_v8_t* p) {
   ncclNetProperties_v12_t q;
   ncclResult_t res = nux_get_properties(dev, &q);
-  if (res != ncclSuccess) return res;
-  memset(p, 0, sizeof(*p));
-  NUX_PROPS_COMMON(p, q);
-  return ncclSuccess;
+  if (res == ncclSuccess) net_props_to_v8(&q, p);
+  return res;
 }
 
 /* ---- connections ---------------------------------------------------------------------------- */
