@@ -18,9 +18,9 @@
  *     the sender's worker, used only to learn of the sender's death). Worker addresses do not fit
  *     NCCL's 128-byte handle: the handle carries a TCP address, and one short TCP exchange per
  *     connection (nux_conn.c) swaps the two worker addresses and the receiver's comm id.
- * Data: ucp_tag_send_nbx / ucp_tag_recv_nbx with tag = comm id << 32 | NCCL tag (nux_util.c);
+ * Data: ucp_tag_send_nbx / ucp_tag_recv_nbx with tag = comm id << 32 | NCCL tag (nux_util.h);
  * the comm id is unique on the receiver's worker, so comms sharing a worker never match each
- * other's messages.
+ * other's messages. A comm that closes tells its peer with a close notice (nux_notice_t).
  */
 #ifndef NUX_H
 #define NUX_H
@@ -134,7 +134,7 @@ typedef struct {
   uint64_t listen_id;
   uint64_t conn_id;
   uint32_t addr_len; /* sender's worker address */
-  uint32_t reserved;
+  uint32_t send_id;  /* the send comm's id on the sender's worker: where close notices go */
 } nux_hello_t;
 
 /* The receiver's answer, then addr_len bytes of its worker address. */
@@ -145,11 +145,14 @@ typedef struct {
   uint32_t addr_len;
 } nux_reply_t;
 
-/* An endpoint's error flag, written by UCX's error callback. Lives apart from the comm: when
- * an endpoint's close does not complete in time, this stays with the worker (nux_worker_orphan)
- * so that a late callback never writes into freed memory. */
+/* What UCX may write or read after a comm is gone: the endpoint's error flag (written by UCX's
+ * error callback) and the two close-notice buffers. Lives apart from the comm: when a close does
+ * not complete in time, this stays with the worker (nux_worker_orphan) so that a late callback or
+ * transfer never touches freed memory. */
 typedef struct {
-  int status; /* ucs_status_t, 0 until the endpoint fails (atomic) */
+  int status;          /* ucs_status_t, 0 until the endpoint fails (atomic) */
+  uint64_t notice_out; /* the count this comm's close notice carries */
+  uint64_t notice_in;  /* the count in the peer's close notice, once received */
 } nux_epctx_t;
 
 struct nux_comm;
@@ -165,21 +168,47 @@ typedef struct nux_req {
   ncclResult_t error;
 } nux_req_t;
 
+/* Close notices. A comm that closes sends its peer one message in the peer's notice tag space
+ * (nux_tag_notice) carrying the count of its messages that completed without error (a send comm:
+ * sends; a receive comm: receives). Each comm keeps a receive posted for its peer's notice. Once
+ * the notice is in, a request of the survivor that is still pending fails with ncclRemoteError as
+ * soon as the survivor has completed as many messages as the notice says:
+ *   - a receive: every message the sender sent is in, so nothing is left to match it;
+ *   - a send: as many sends have completed as the receiver received, so the receiver took no more
+ *     (an eager send completes locally before it is received, which can only make this later).
+ * Until then messages are still in flight and the request waits for them. A send cancelled by
+ * its comm's close is not counted, so the receiver never waits for it. */
+typedef struct {
+  uint32_t own_id;  /* this comm's id on its worker: the peer's notice arrives there */
+  uint32_t peer_id; /* the peer comm's id on its worker: our notice goes there (0: none) */
+  void* recv_req;   /* the posted receive for the peer's notice; NULL once in or never posted */
+  void* wire_req;   /* receive comm: a flush of its endpoint, issued at creation so that UCX
+                     * connects it while both sides progress (a notice sent on an endpoint that
+                     * was never connected needs the sender to progress, which at close it may
+                     * not); NULL once done */
+  bool peer_closed; /* the notice is in: epctx->notice_in holds its count */
+  uint64_t done;    /* messages this comm completed without error, as test() saw them */
+} nux_notice_t;
+
 typedef struct nux_comm {
   bool is_send;
   nux_worker_t* worker;
   ucp_ep_h ep;
   nux_epctx_t* epctx;
-  uint32_t comm_id; /* tag space (receiver's id; the sender learns it in the reply) */
+  uint32_t comm_id; /* data tag space (receiver's id; the sender learns it in the reply) */
+  nux_notice_t notice;
+  uint64_t err_since_ms; /* receive comm: when its endpoint's failure was first seen (0: not) */
   nux_req_t reqs[NUX_MAX_REQS];
   int nused;
   bool error_logged;
   char peer[64];
 } nux_comm_t;
 
-/* Creates a comm with an endpoint to the peer worker address (w->lock not held). */
-ncclResult_t nux_comm_create(nux_worker_t* w, bool is_send, uint32_t comm_id, const void* peer_addr,
-                             const char* peer, nux_comm_t** comm_p);
+/* Creates a comm with an endpoint to the peer worker address (w->lock not held): data tag space
+ * comm_id, close notices received on own_id and sent to peer_id (see nux_notice_t). */
+ncclResult_t nux_comm_create(nux_worker_t* w, bool is_send, uint32_t comm_id, uint32_t own_id,
+                             uint32_t peer_id, const void* peer_addr, const char* peer,
+                             nux_comm_t** comm_p);
 void nux_comm_destroy(nux_comm_t* comm);
 
 ncclResult_t nux_listen(nux_ctx_t* ctx, int dev, void* handle, void** listen_comm);

@@ -9,6 +9,8 @@
  *   accept:  read the hello, assign a comm id on the receiver's worker (the connection's tag
  *            space), create an endpoint back to the sender (only to hear of its death), send the
  *            reply; the receive comm is ready once the reply is written.
+ * The hello also carries the send comm's id on the sender's worker and the reply the receive comm's
+ * id on the receiver's: each side's close notice goes to the other's (nux_notice_t).
  * Every step is a non-blocking socket call; connect and accept return a NULL comm until their
  * step is done, and progress their worker (UCX wireup) on every call. connect keeps its state
  * behind a pointer inside the caller's handle buffer, which NCCL passes again on every retry.
@@ -53,7 +55,8 @@ typedef struct {
   bool connected;
   nux_worker_t* worker;
   uint64_t conn_id;
-  nux_msg_t out; /* hello */
+  uint32_t send_id; /* the send comm's id on our worker (close notices from the receiver) */
+  nux_msg_t out;    /* hello */
   nux_msg_t in;  /* reply */
   char peer[64];
 } nux_connecting_t;
@@ -194,10 +197,14 @@ static ncclResult_t nux_connecting_start(nux_ctx_t* ctx, int dev, const nux_hand
   ncclResult_t res = nux_worker_get(ctx, dev, &c->worker);
   if (res != ncclSuccess) goto err_free;
   c->conn_id = nux_random64(c);
+  pthread_mutex_lock(&c->worker->lock);
+  c->send_id = nux_comm_id_next(&c->worker->next_comm_id);
+  pthread_mutex_unlock(&c->worker->lock);
   nux_hello_t hello = {.magic = NUX_MAGIC,
                        .listen_id = hw->h.listen_id,
                        .conn_id = c->conn_id,
-                       .addr_len = (uint32_t)c->worker->addr_len};
+                       .addr_len = (uint32_t)c->worker->addr_len,
+                       .send_id = c->send_id};
   res = nux_msg_build(&hello, sizeof(hello), c->worker, &c->out);
   if (res != ncclSuccess) goto err_free;
   c->in.len = sizeof(nux_reply_t);
@@ -250,8 +257,8 @@ static ncclResult_t nux_connecting_step(nux_connecting_t* c, nux_comm_t** comm_p
   if (res != ncclSuccess || c->in.done < c->in.len) return res;
   nux_reply_t r;
   memcpy(&r, c->in.buf, sizeof(r));
-  if (r.magic != NUX_MAGIC || r.conn_id != c->conn_id || r.comm_id == 0 || r.addr_len == 0 ||
-      r.addr_len > NUX_MAX_ADDR) {
+  if (r.magic != NUX_MAGIC || r.conn_id != c->conn_id || r.comm_id == 0 ||
+      r.comm_id > NUX_COMM_ID_MAX || r.addr_len == 0 || r.addr_len > NUX_MAX_ADDR) {
     NUX_WARN("net-ucx: connect to %s: the peer's reply is not a net-ucx handshake", c->peer);
     return ncclRemoteError;
   }
@@ -266,7 +273,8 @@ static ncclResult_t nux_connecting_step(nux_connecting_t* c, nux_comm_t** comm_p
     res = nux_msg_move(c->fd, &c->in, false, "connect (reply)", c->peer);
     if (res != ncclSuccess || c->in.done < c->in.len) return res;
   }
-  return nux_comm_create(c->worker, true, r.comm_id, c->in.buf + sizeof(r), c->peer, comm_p);
+  return nux_comm_create(c->worker, true, r.comm_id, c->send_id, r.comm_id, c->in.buf + sizeof(r),
+                         c->peer, comm_p);
 }
 
 ncclResult_t nux_connect(nux_ctx_t* ctx, int dev, void* handle, void** send_comm) {
@@ -314,7 +322,7 @@ static ncclResult_t nux_pending_step(nux_listen_t* l, nux_pending_t* p, bool* re
     nux_hello_t h;
     memcpy(&h, p->in.buf, sizeof(h));
     if (h.magic != NUX_MAGIC || h.listen_id != l->listen_id || h.addr_len == 0 ||
-        h.addr_len > NUX_MAX_ADDR) {
+        h.addr_len > NUX_MAX_ADDR || h.send_id == 0 || h.send_id > NUX_COMM_ID_MAX) {
       NUX_WARN(
           "net-ucx: accept: dropping a connection that is not a net-ucx peer of this "
           "listener");
@@ -341,7 +349,8 @@ static ncclResult_t nux_pending_step(nux_listen_t* l, nux_pending_t* p, bool* re
     pthread_mutex_lock(&l->worker->lock);
     uint32_t comm_id = nux_comm_id_next(&l->worker->next_comm_id);
     pthread_mutex_unlock(&l->worker->lock);
-    res = nux_comm_create(l->worker, false, comm_id, p->in.buf + sizeof(h), peer, &p->comm);
+    res = nux_comm_create(l->worker, false, comm_id, comm_id, h.send_id, p->in.buf + sizeof(h),
+                          peer, &p->comm);
     if (res != ncclSuccess) return res;
     nux_reply_t r = {.magic = NUX_MAGIC,
                      .conn_id = h.conn_id,

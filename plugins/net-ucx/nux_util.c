@@ -9,8 +9,9 @@
 #include <string.h>
 
 uint32_t nux_comm_id_next(uint32_t* counter) {
-  uint32_t id = ++*counter;
-  if (id == 0) id = ++*counter; /* wrapped: 0 means "no comm" */
+  uint32_t id = (*counter & NUX_COMM_ID_MAX) + 1;
+  if (id > NUX_COMM_ID_MAX) id = 1; /* wrapped: 0 means "no comm" */
+  *counter = id;
   return id;
 }
 

@@ -13,20 +13,28 @@
 #define NUX_MAX_RECVS 8
 
 /* ---- Tags ------------------------------------------------------------------------------------
- * A UCX tag is 64 bits: the connection's comm id (high 32 bits, assigned by the receiver's worker,
- * never 0, unique among that worker's live receive comms) and NCCL's int tag (low 32 bits, which
- * picks the buffer inside a multi-receive). Receives match all 64 bits. UCX matches messages of
- * one endpoint with one tag in posting order, so sends and receives of a connection pair up in
- * order, as the ABI requires. */
+ * A UCX tag is 64 bits: a comm id (high 32 bits) and NCCL's int tag (low 32 bits, which picks the
+ * buffer inside a multi-receive). Comm ids are 31-bit (1 .. NUX_COMM_ID_MAX, never 0), assigned by
+ * the worker that receives on them and unique among that worker's live comms. Data goes to the
+ * receive comm's id; the top bit marks a close notice (nux_tag_notice), sent by either side of a
+ * connection to its peer's id when it closes, so no NCCL tag can ever match a notice. Receives
+ * match all 64 bits. UCX matches messages of one endpoint with one tag in posting order, so sends
+ * and receives of a connection pair up in order, as the ABI requires. */
 #define NUX_TAG_MASK UINT64_MAX
+#define NUX_COMM_ID_MAX 0x7fffffffu
+#define NUX_TAG_NOTICE_BIT 0x8000000000000000ULL
 
 static inline uint64_t nux_tag_make(uint32_t comm_id, int tag) {
   return (uint64_t)comm_id << 32 | (uint64_t)(uint32_t)tag;
 }
-static inline uint32_t nux_tag_comm(uint64_t t) { return (uint32_t)(t >> 32); }
+static inline uint64_t nux_tag_notice(uint32_t comm_id) {
+  return NUX_TAG_NOTICE_BIT | (uint64_t)comm_id << 32;
+}
+static inline uint32_t nux_tag_comm(uint64_t t) { return (uint32_t)(t >> 32) & NUX_COMM_ID_MAX; }
 static inline int nux_tag_nccl(uint64_t t) { return (int)(uint32_t)t; }
+static inline bool nux_tag_is_notice(uint64_t t) { return (t & NUX_TAG_NOTICE_BIT) != 0; }
 
-/* The next comm id after *counter (skipping 0, which no comm uses), advancing it. */
+/* The next comm id after *counter (1 .. NUX_COMM_ID_MAX, wrapping past 0), advancing it. */
 uint32_t nux_comm_id_next(uint32_t* counter);
 
 /* ---- Knobs -----------------------------------------------------------------------------------

@@ -7,8 +7,9 @@
  * ucp_tag_recv_request_test), so nothing of ours is ever referenced by a UCX callback except an
  * endpoint's error flag (nux_epctx_t), whose lifetime nux_comm_destroy manages.
  *
- * Close: a send comm with nothing outstanding first flushes its endpoint (bounded); then every
- * endpoint is closed with UCP_EP_CLOSE_FLAG_FORCE, which completes its sends with
+ * Close: a comm first sends its peer a close notice (nux_notice_t), then flushes its endpoint
+ * unless it is a send comm with sends outstanding (bounded); then every endpoint is closed with
+ * UCP_EP_CLOSE_FLAG_FORCE, which completes its sends with
  * UCS_ERR_CANCELED and waits for nothing from the peer, and the comm's receives are cancelled.
  * The close waits at most CHOIR_UCX_CLOSE_TIMEOUT_MS in all, progressing the worker, then
  * releases what is left to UCX (ucp_request_free: freed by UCX when it completes) and returns.
@@ -53,8 +54,9 @@ static void nux_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
                               __ATOMIC_RELAXED);
 }
 
-ncclResult_t nux_comm_create(nux_worker_t* w, bool is_send, uint32_t comm_id, const void* peer_addr,
-                             const char* peer, nux_comm_t** comm_p) {
+ncclResult_t nux_comm_create(nux_worker_t* w, bool is_send, uint32_t comm_id, uint32_t own_id,
+                             uint32_t peer_id, const void* peer_addr, const char* peer,
+                             nux_comm_t** comm_p) {
   nux_comm_t* c = calloc(1, sizeof(*c));
   nux_epctx_t* e = calloc(1, sizeof(*e));
   if (c == NULL || e == NULL) {
@@ -65,6 +67,8 @@ ncclResult_t nux_comm_create(nux_worker_t* w, bool is_send, uint32_t comm_id, co
   }
   c->is_send = is_send;
   c->comm_id = comm_id;
+  c->notice.own_id = own_id;
+  c->notice.peer_id = peer_id;
   c->epctx = e;
   snprintf(c->peer, sizeof(c->peer), "%s", peer);
   ucp_ep_params_t p = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS, .address = peer_addr};
@@ -76,7 +80,24 @@ ncclResult_t nux_comm_create(nux_worker_t* w, bool is_send, uint32_t comm_id, co
   }
   pthread_mutex_lock(&w->lock);
   ucs_status_t st = ucp_ep_create(w->ucp, &p, &c->ep);
-  if (st == UCS_OK) w->refs++;
+  if (st == UCS_OK) {
+    w->refs++;
+    ucp_request_param_t np = {.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL};
+    void* h = ucp_tag_recv_nbx(w->ucp, &e->notice_in, sizeof(e->notice_in),
+                               nux_tag_notice(own_id), NUX_TAG_MASK, &np);
+    if (h == NULL || UCS_PTR_IS_ERR(h))
+      NUX_WARN(
+          "net-ucx: posting the close-notice receive of a comm with %s failed: %s; this comm "
+          "will not notice its peer's orderly close",
+          peer, h == NULL ? "no request" : ucs_status_string(UCS_PTR_STATUS(h)));
+    else
+      c->notice.recv_req = h;
+    if (!is_send) {
+      ucp_request_param_t fp = {.op_attr_mask = 0};
+      h = ucp_ep_flush_nbx(c->ep, &fp);
+      if (!UCS_PTR_IS_ERR(h)) c->notice.wire_req = h;
+    }
+  }
   pthread_mutex_unlock(&w->lock);
   if (st != UCS_OK) {
     NUX_WARN(
@@ -95,9 +116,57 @@ ncclResult_t nux_comm_create(nux_worker_t* w, bool is_send, uint32_t comm_id, co
   return ncclSuccess;
 }
 
+/* Whether a pending UCX request has completed without error (w->lock held). */
+static bool nux_ucx_ok(void* h) { return h != NULL && ucp_request_check_status(h) == UCS_OK; }
+
+/* Messages of c that completed without error, tested or not (w->lock held). */
+static uint64_t nux_comm_done(const nux_comm_t* c) {
+  uint64_t n = c->notice.done;
+  for (int i = 0; i < NUX_MAX_REQS; i++)
+    for (int k = 0; c->reqs[i].used && k < c->reqs[i].n; k++) n += nux_ucx_ok(c->reqs[i].ucx[k]);
+  return n;
+}
+
+/* Picks up the peer's close notice if it came in (w->lock held, worker progressed). */
+static void nux_notice_poll(nux_comm_t* c) {
+  nux_notice_t* nt = &c->notice;
+  if (nt->wire_req != NULL && ucp_request_check_status(nt->wire_req) != UCS_INPROGRESS) {
+    ucp_request_free(nt->wire_req);
+    nt->wire_req = NULL;
+  }
+  if (nt->recv_req == NULL) return;
+  ucs_status_t st = ucp_request_check_status(nt->recv_req);
+  if (st == UCS_INPROGRESS) return;
+  ucp_request_free(nt->recv_req);
+  nt->recv_req = NULL;
+  if (st != UCS_OK) return; /* cancelled or failed: the endpoint's error flag tells the rest */
+  nt->peer_closed = true;
+  NUX_INFO(NCCL_NET, "net-ucx: the %s comm's peer %s closed after %llu messages",
+           c->is_send ? "send" : "receive", c->peer,
+           (unsigned long long)c->epctx->notice_in);
+}
+
+/* Waits for h (bounded by deadline, progressing the worker, w->lock held); frees it. */
+static void nux_wait_free(nux_worker_t* w, void* h, uint64_t deadline) {
+  while (h != NULL && !UCS_PTR_IS_ERR(h)) {
+    ucp_worker_progress(w->ucp);
+    if (ucp_request_check_status(h) != UCS_INPROGRESS || nux_now_ms() >= deadline) {
+      ucp_request_free(h);
+      return;
+    }
+    pthread_mutex_unlock(&w->lock);
+    sched_yield();
+    pthread_mutex_lock(&w->lock);
+  }
+}
+
 void nux_comm_destroy(nux_comm_t* c) {
   nux_worker_t* w = c->worker;
   pthread_mutex_lock(&w->lock);
+  uint64_t deadline = nux_now_ms() + (uint64_t)nux_g.knobs.close_timeout_ms;
+  bool failed = __atomic_load_n(&c->epctx->status, __ATOMIC_ACQUIRE) != 0;
+  /* Count before anything is cancelled: what was cancelled was not delivered. */
+  uint64_t done = nux_comm_done(c);
   bool outstanding = false;
   for (int i = 0; i < NUX_MAX_REQS; i++) {
     nux_req_t* r = &c->reqs[i];
@@ -108,25 +177,27 @@ void nux_comm_destroy(nux_comm_t* c) {
       if (!c->is_send) ucp_request_cancel(w->ucp, r->ucx[k]);
     }
   }
-  bool failed = __atomic_load_n(&c->epctx->status, __ATOMIC_ACQUIRE) != 0;
-  uint64_t deadline = nux_now_ms() + (uint64_t)nux_g.knobs.close_timeout_ms;
-  if (c->is_send && !outstanding && !failed) {
-    /* Flush what was sent, so that an eager message whose request completed while its bytes
-     * still sat in the transport is not dropped by the forced close below. A flush needs the
-     * peer to progress its worker (it does while it closes or polls too); a peer that has
-     * stopped doing so costs at most the timeout. A receive comm's endpoint carries no data. */
+  nux_notice_poll(c);
+  if (c->notice.recv_req != NULL) ucp_request_cancel(w->ucp, c->notice.recv_req);
+  if (!failed && c->notice.peer_id != 0 && !c->notice.peer_closed) {
+    /* The close notice: eager and tiny, normally out at once. */
+    c->epctx->notice_out = done;
+    ucp_request_param_t np = {.op_attr_mask = 0};
+    void* h = ucp_tag_send_nbx(c->ep, &c->epctx->notice_out, sizeof(c->epctx->notice_out),
+                               nux_tag_notice(c->notice.peer_id), &np);
+    if (UCS_PTR_IS_ERR(h))
+      NUX_INFO(NCCL_NET, "net-ucx: the close notice to %s failed: %s", c->peer,
+               ucs_status_string(UCS_PTR_STATUS(h)));
+    else
+      nux_wait_free(w, h, deadline);
+  }
+  if (!failed && !(c->is_send && outstanding)) {
+    /* Flush what was sent (the notice, and a send comm's eager messages whose requests completed
+     * while their bytes still sat in the transport), so that the forced close below drops none
+     * of it. A flush needs the peer to progress its worker (it does while it closes or polls
+     * too); a peer that has stopped doing so costs at most the timeout. */
     ucp_request_param_t fp = {.op_attr_mask = 0};
-    void* fr = ucp_ep_flush_nbx(c->ep, &fp);
-    while (fr != NULL && !UCS_PTR_IS_ERR(fr)) {
-      ucp_worker_progress(w->ucp);
-      if (ucp_request_check_status(fr) != UCS_INPROGRESS || nux_now_ms() >= deadline) {
-        ucp_request_free(fr);
-        break;
-      }
-      pthread_mutex_unlock(&w->lock);
-      sched_yield();
-      pthread_mutex_lock(&w->lock);
-    }
+    nux_wait_free(w, ucp_ep_flush_nbx(c->ep, &fp), deadline);
   }
   /* Force: outstanding sends complete with UCS_ERR_CANCELED, nothing waits for the peer (both
    * sides use UCP_ERR_HANDLING_MODE_PEER, which makes this safe for the peer's endpoint). */
@@ -141,6 +212,22 @@ void nux_comm_destroy(nux_comm_t* c) {
       if (ucp_request_check_status(close_req) != UCS_INPROGRESS) {
         ucp_request_free(close_req);
         close_req = NULL;
+      } else {
+        busy = true;
+      }
+    }
+    if (c->notice.wire_req != NULL) {
+      if (ucp_request_check_status(c->notice.wire_req) != UCS_INPROGRESS) {
+        ucp_request_free(c->notice.wire_req);
+        c->notice.wire_req = NULL;
+      } else {
+        busy = true;
+      }
+    }
+    if (c->notice.recv_req != NULL) {
+      if (ucp_request_check_status(c->notice.recv_req) != UCS_INPROGRESS) {
+        ucp_request_free(c->notice.recv_req);
+        c->notice.recv_req = NULL;
       } else {
         busy = true;
       }
@@ -170,12 +257,15 @@ void nux_comm_destroy(nux_comm_t* c) {
     sched_yield();
     pthread_mutex_lock(&w->lock);
   }
-  bool abandoned = close_req != NULL;
+  bool abandoned = close_req != NULL || c->notice.recv_req != NULL;
   if (close_req != NULL) ucp_request_free(close_req);
+  if (c->notice.wire_req != NULL) ucp_request_free(c->notice.wire_req);
+  if (c->notice.recv_req != NULL) ucp_request_free(c->notice.recv_req);
   for (int i = 0; i < NUX_MAX_REQS; i++)
     for (int k = 0; c->reqs[i].used && k < c->reqs[i].n; k++)
       if (c->reqs[i].ucx[k] != NULL) ucp_request_free(c->reqs[i].ucx[k]);
-  /* An endpoint still closing may yet call its error handler. */
+  /* An endpoint still closing may yet call its error handler; a receive still in UCX's hands may
+   * yet write the notice buffer. */
   if (abandoned)
     nux_worker_orphan(w, c->epctx);
   else
@@ -195,10 +285,21 @@ ncclResult_t nux_close_recv(void* recv_comm) {
   return ncclSuccess;
 }
 
-/* The comm's peer error, if its endpoint failed: ncclRemoteError, WARNed once. */
+/* The comm's peer error, if its endpoint failed: ncclRemoteError, WARNed once. A receive comm's
+ * endpoint also fails when its sender closes in an orderly way (the connection goes), and the
+ * sender's last messages and close notice may still be on their way: a receive comm waits
+ * NUX_NOTICE_GRACE_MS from the failure for the notice, and once the notice is in, its count
+ * decides (nux_test), not the endpoint. */
+#define NUX_NOTICE_GRACE_MS 250
 static ncclResult_t nux_comm_error(nux_comm_t* c) {
   int st = __atomic_load_n(&c->epctx->status, __ATOMIC_ACQUIRE);
   if (st == 0) return ncclSuccess;
+  if (!c->is_send) {
+    if (c->notice.peer_closed) return ncclSuccess;
+    uint64_t now = nux_now_ms();
+    if (c->err_since_ms == 0) c->err_since_ms = now;
+    if (now - c->err_since_ms < NUX_NOTICE_GRACE_MS) return ncclSuccess;
+  }
   if (!c->error_logged) {
     c->error_logged = true;
     NUX_WARN("net-ucx: %s connection with %s failed: %s; its requests will not complete",
@@ -273,6 +374,7 @@ ncclResult_t nux_isend(void* send_comm, void* data, size_t size, int tag, void* 
   r->len[0] = size;
   r->ucx[0] = h;
   r->pending = h != NULL;
+  if (h == NULL) c->notice.done++; /* completed in place */
   nux_worker_progress_locked(w);
   pthread_mutex_unlock(&w->lock);
   *request = r;
@@ -289,10 +391,14 @@ ncclResult_t nux_irecv(void* recv_comm, int n, void** data, const size_t* sizes,
              nux_g.knobs.max_recvs);
     return ncclInvalidArgument;
   }
-  ncclResult_t res = nux_comm_error(c);
-  if (res != ncclSuccess) return res;
-  nux_req_t* r = nux_req_alloc(c);
   pthread_mutex_lock(&w->lock);
+  nux_notice_poll(c);
+  ncclResult_t res = nux_comm_error(c);
+  if (res != ncclSuccess) {
+    pthread_mutex_unlock(&w->lock);
+    return res;
+  }
+  nux_req_t* r = nux_req_alloc(c);
   if (r == NULL) {
     nux_worker_progress_locked(w);
     pthread_mutex_unlock(&w->lock);
@@ -359,6 +465,7 @@ ncclResult_t nux_test(void* request, int* done, int* sizes) {
     ucp_request_free(h);
     r->ucx[i] = NULL;
     r->pending--;
+    if (st == UCS_OK) c->notice.done++;
     if (st != UCS_OK && r->error == ncclSuccess) {
       r->error = nux_status_result(st);
       c->error_logged = true;
@@ -370,6 +477,19 @@ ncclResult_t nux_test(void* request, int* done, int* sizes) {
       else
         NUX_WARN("net-ucx: %s with %s failed: %s", c->is_send ? "send" : "receive", c->peer,
                  ucs_status_string(st));
+    }
+  }
+  nux_notice_poll(c);
+  if (r->pending > 0 && r->error == ncclSuccess) {
+    if (c->notice.peer_closed && nux_comm_done(c) >= c->epctx->notice_in) {
+      r->error = ncclRemoteError;
+      if (!c->error_logged) {
+        c->error_logged = true;
+        NUX_WARN(
+            "net-ucx: the peer %s closed its comm after %llu messages and all of them are in; "
+            "this %s can never complete",
+            c->peer, (unsigned long long)c->epctx->notice_in, c->is_send ? "send" : "receive");
+      }
     }
   }
   pthread_mutex_unlock(&w->lock);

@@ -1193,6 +1193,55 @@ static bool case_recv_unexpected(worker_t* w) {
   return true;
 }
 
+/* Messages sent, completed and closed before the receiver posts anything are still delivered:
+ * a send comm's close must not drop what its completed sends carried, and a plugin that tells
+ * the receiver of the close (so that its later receives fail) must not fail the receives that
+ * still have a message to match. Only the sends that completed before the close count (the ABI
+ * lets a send wait for the receiver); those messages must all arrive intact, in order. */
+static bool case_recv_after_close(worker_t* w) {
+  static const size_t sizes[] = {1, 0, 4095, 7, 1024, 0, 64, 3};
+  enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+  bool send = w->side == SIDE_B;
+  conn_t c = conn_open(w, !send, false);
+  prove_conn(w, &c, 1600);
+  msg_t m[N];
+  uint64_t seeds[N];
+  memset(m, 0, sizeof(m));
+  for (int i = 0; i < N; i++) {
+    seeds[i] = 1610 + (uint64_t)i;
+    m[i].buf = buf_alloc(w, sizes[i]);
+    m[i].size = sizes[i];
+    if (send) pattern_fill(m[i].buf, sizes[i], seeds[i]);
+    m[i].mh = reg(w, c.comm, m[i].buf, sizes[i]);
+  }
+  uint32_t early = 0;
+  if (send) {
+    int posted = 0, completed = 0;
+    double limit = now_s() + UNEXPECTED_WAIT_S;
+    while (completed < N && now_s() < limit)
+      completed = msgs_step(w, c.comm, true, m, N, N, &posted);
+    early = (uint32_t)completed;
+    if (early < N)
+      note(w,
+           "%u of %d sends completed before the receives were posted (the rest wait for the "
+           "receiver, which the ABI allows): only those are checked after the close",
+           early, N);
+    /* Pending sends die with the comm: the buffers stay allocated (close may abandon them). */
+    if (early == N)
+      for (int i = 0; i < N; i++) NET_CALL(w, net_dereg_mr(w->net, c.comm, m[i].mh));
+    close_conn(w, &c, false);
+    ctl_send(w, &early, sizeof(early), "count of sends done before the close");
+  } else {
+    ctl_recv(w, &early, sizeof(early), "count of sends done before the close");
+    usleep(100 * 1000); /* let the close, and any notice of it, land first */
+    run_msgs(w, c.comm, false, m, (int)early, N, w->deadline);
+    check_msgs(w, false, m, (int)early, sizes, seeds);
+    for (int i = 0; i < N; i++) NET_CALL(w, net_dereg_mr(w->net, c.comm, m[i].mh));
+    close_conn(w, &c, true);
+  }
+  return true;
+}
+
 /* A close whose peer calls nothing (it waits on the control stream) returns at once: NCCL's peer
  * may be busy elsewhere, or closing other comms one by one, when a comm closes, so a close that
  * waits for the peer to progress (a flush, a goodbye handshake) costs its whole timeout per comm
@@ -1472,6 +1521,7 @@ static const case_def_t cases[] = {
     {"close-idle-peer", case_close_idle_peer, bytes_small},
     {"idle-peer", case_idle_peer, idle_large},
     {"peer-close-pending", case_peer_close_pending, bytes_small},
+    {"recv-after-close", case_recv_after_close, bytes_small},
     {"unload", case_unload, bytes_small},
 };
 enum { NCASES = sizeof(cases) / sizeof(cases[0]) };

@@ -46,19 +46,29 @@ static int failures;
 
 static void test_tags(void) {
   CHECK(nux_tag_make(1, 0) == 0x100000000ULL, "comm 1 tag 0");
-  CHECK(nux_tag_make(0xffffffffu, -1) == UINT64_MAX, "comm max tag -1");
+  CHECK(nux_tag_make(NUX_COMM_ID_MAX, -1) == UINT64_MAX >> 1, "comm max tag -1");
+  CHECK(nux_tag_notice(NUX_COMM_ID_MAX) == (UINT64_MAX & ~0xffffffffULL), "notice of comm max");
   for (int t = -3; t <= 3; t++)
     for (uint32_t c = 1; c < 5; c++) {
       uint64_t x = nux_tag_make(c, t);
       CHECK(nux_tag_comm(x) == c && nux_tag_nccl(x) == t, "round trip comm %u tag %d", c, t);
-      /* Another comm's tag, whatever its NCCL tag, never equals this one. */
+      CHECK(!nux_tag_is_notice(x), "comm %u tag %d reads as a notice", c, t);
+      /* Another comm's tag, whatever its NCCL tag, never equals this one; no data tag of any
+       * comm equals a notice tag. */
       for (int u = -3; u <= 3; u++)
         CHECK(nux_tag_make(c + 1, u) != x, "comm %u tag %d collides with comm %u", c, t, c + 1);
+      for (uint32_t d = 1; d < 5; d++)
+        CHECK(nux_tag_notice(d) != x, "comm %u tag %d equals comm %u's notice", c, t, d);
     }
+  for (uint32_t c = 1; c < 5; c++) {
+    uint64_t n = nux_tag_notice(c);
+    CHECK(nux_tag_is_notice(n) && nux_tag_comm(n) == c, "notice round trip comm %u", c);
+    CHECK(nux_tag_make(c, INT32_MIN) != n && nux_tag_make(c, -1) != n, "notice of comm %u", c);
+  }
   uint32_t ctr = 0;
   CHECK(nux_comm_id_next(&ctr) == 1 && nux_comm_id_next(&ctr) == 2, "ids start at 1");
-  ctr = UINT32_MAX - 1;
-  CHECK(nux_comm_id_next(&ctr) == UINT32_MAX, "last id");
+  ctr = NUX_COMM_ID_MAX - 1;
+  CHECK(nux_comm_id_next(&ctr) == NUX_COMM_ID_MAX, "last id");
   CHECK(nux_comm_id_next(&ctr) == 1, "wrap skips 0");
 }
 
