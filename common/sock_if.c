@@ -3,11 +3,13 @@
  */
 #include "sock_if.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 void sock_if_spec_parse(const char* spec, sock_if_spec_t* s) {
   memset(s, 0, sizeof(*s));
@@ -103,4 +105,53 @@ int sock_if_scan(const char* spec, int family, sock_if_t* ifs, int max, int* n_p
   freeifaddrs(list);
   *n_p = n;
   return 0;
+}
+
+const char* sock_addr_str(const sock_addr_t* addr, char* buf, size_t size) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  switch (addr->sa.sa_family) {
+    case AF_INET:
+      inet_ntop(AF_INET, &addr->sin.sin_addr, host, sizeof(host));
+      snprintf(buf, size, "%s:%u", host, (unsigned)ntohs(addr->sin.sin_port));
+      break;
+    case AF_INET6:
+      inet_ntop(AF_INET6, &addr->sin6.sin6_addr, host, sizeof(host));
+      if (addr->sin6.sin6_scope_id != 0)
+        snprintf(buf, size, "[%s%%%u]:%u", host, (unsigned)addr->sin6.sin6_scope_id,
+                 (unsigned)ntohs(addr->sin6.sin6_port));
+      else
+        snprintf(buf, size, "[%s]:%u", host, (unsigned)ntohs(addr->sin6.sin6_port));
+      break;
+    default: snprintf(buf, size, "(address family %d)", (int)addr->sa.sa_family); break;
+  }
+  return buf;
+}
+
+socklen_t sock_addr_len(const sock_addr_t* addr) {
+  switch (addr->sa.sa_family) {
+    case AF_INET: return sizeof(struct sockaddr_in);
+    case AF_INET6: return sizeof(struct sockaddr_in6);
+    default: return 0;
+  }
+}
+
+int sock_msg_move(int fd, sock_msg_t* m, bool out) {
+  while (m->done < m->len) {
+    ssize_t r = out ? send(fd, m->buf + m->done, m->len - m->done, MSG_NOSIGNAL | MSG_DONTWAIT)
+                    : recv(fd, m->buf + m->done, m->len - m->done, MSG_DONTWAIT);
+    if (r > 0) {
+      m->done += (size_t)r;
+      continue;
+    }
+    if (r == 0) return SOCK_MSG_CLOSED;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return SOCK_MSG_OK;
+    return SOCK_MSG_ERROR;
+  }
+  return SOCK_MSG_OK;
+}
+
+bool sock_err_remote(int err) {
+  return err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ETIMEDOUT ||
+         err == ECONNREFUSED;
 }

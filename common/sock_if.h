@@ -53,4 +53,23 @@ void sock_if_fill(const struct ifaddrs* ifa, sock_if_t* out);
  * entries and writes the count to *n_p. Returns 0, or the errno of a failed getifaddrs. */
 int sock_if_scan(const char* spec, int family, sock_if_t* ifs, int max, int* n_p);
 
+/* "a.b.c.d:port" or "[x::y%scope]:port" into buf, for messages; returns buf. */
+const char* sock_addr_str(const sock_addr_t* addr, char* buf, size_t size);
+/* The sockaddr length of a's family. */
+socklen_t sock_addr_len(const sock_addr_t* addr);
+
+/* A message moved piecewise over a non-blocking stream socket. */
+typedef struct {
+  char* buf;
+  size_t len, done;
+} sock_msg_t;
+
+enum { SOCK_MSG_OK = 0, SOCK_MSG_CLOSED = 1, SOCK_MSG_ERROR = -1 };
+/* Sends (out) or receives what the socket takes now, without blocking. SOCK_MSG_OK: progress
+ * made or none possible yet (done == len once complete); SOCK_MSG_CLOSED: the peer closed the
+ * connection (a receive read end-of-stream); SOCK_MSG_ERROR: errno says why. */
+int sock_msg_move(int fd, sock_msg_t* m, bool out);
+/* Whether a socket errno means the peer went away (reset, refused, broken pipe, timed out). */
+bool sock_err_remote(int err);
+
 #endif

@@ -212,9 +212,7 @@ ncclResult_t sock_deadline_check(const sock_deadline_t* dl, const char* what, co
 /* Milliseconds a poll() may wait now: up to the deadline, and one slice when aborts are watched. */
 int sock_deadline_poll_ms(const sock_deadline_t* dl);
 
-/* "1.2.3.4:5678" or "[fd00::1]:5678"; returns buf. */
-const char* sock_addr_str(const sock_addr_t* addr, char* buf, size_t size);
-socklen_t sock_addr_len(const sock_addr_t* addr);
+/* sock_addr_str and sock_addr_len: common/sock_if.h. */
 bool sock_addr_equal(const sock_addr_t* a, const sock_addr_t* b);
 /* An address from the wire is usable: IPv4 or IPv6, and a port unless port_may_be_zero. */
 bool sock_addr_valid(const sock_addr_t* addr, bool port_may_be_zero);

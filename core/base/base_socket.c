@@ -64,34 +64,6 @@ int sock_deadline_poll_ms(const sock_deadline_t* dl) {
 
 /* ---- Addresses ------------------------------------------------------------------------------ */
 
-const char* sock_addr_str(const sock_addr_t* addr, char* buf, size_t size) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  switch (addr->sa.sa_family) {
-    case AF_INET:
-      inet_ntop(AF_INET, &addr->sin.sin_addr, host, sizeof(host));
-      snprintf(buf, size, "%s:%u", host, (unsigned)ntohs(addr->sin.sin_port));
-      break;
-    case AF_INET6:
-      inet_ntop(AF_INET6, &addr->sin6.sin6_addr, host, sizeof(host));
-      if (addr->sin6.sin6_scope_id != 0)
-        snprintf(buf, size, "[%s%%%u]:%u", host, (unsigned)addr->sin6.sin6_scope_id,
-                 (unsigned)ntohs(addr->sin6.sin6_port));
-      else
-        snprintf(buf, size, "[%s]:%u", host, (unsigned)ntohs(addr->sin6.sin6_port));
-      break;
-    default: snprintf(buf, size, "(address family %d)", (int)addr->sa.sa_family); break;
-  }
-  return buf;
-}
-
-socklen_t sock_addr_len(const sock_addr_t* addr) {
-  switch (addr->sa.sa_family) {
-    case AF_INET: return sizeof(struct sockaddr_in);
-    case AF_INET6: return sizeof(struct sockaddr_in6);
-    default: return 0;
-  }
-}
-
 bool sock_addr_equal(const sock_addr_t* a, const sock_addr_t* b) {
   if (a->sa.sa_family != b->sa.sa_family) return false;
   if (a->sa.sa_family == AF_INET)

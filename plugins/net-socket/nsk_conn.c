@@ -60,21 +60,6 @@ typedef struct {
 _Static_assert(sizeof(nsk_handle_wire_t) <= NCCL_NET_HANDLE_MAXSIZE,
                "net-socket handle must fit NCCL_NET_HANDLE_MAXSIZE");
 
-static void nsk_addr_str(const sock_addr_t* a, char* buf, size_t size) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (a->sa.sa_family == AF_INET) {
-    inet_ntop(AF_INET, &a->sin.sin_addr, host, sizeof(host));
-    snprintf(buf, size, "%s:%u", host, ntohs(a->sin.sin_port));
-  } else {
-    inet_ntop(AF_INET6, &a->sin6.sin6_addr, host, sizeof(host));
-    snprintf(buf, size, "[%s]:%u", host, ntohs(a->sin6.sin6_port));
-  }
-}
-
-static socklen_t nsk_addr_len(const sock_addr_t* a) {
-  return a->sa.sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-}
-
 static void nsk_sock_tune(int fd) {
   int one = 1;
   /* Headers are 8 bytes and must not wait for Nagle. */
@@ -137,7 +122,7 @@ ncclResult_t nsk_listen(int dev, void* handle, void** listen_comm) {
              strerror(errno));
     return ncclSystemError;
   }
-  socklen_t len = nsk_addr_len(&addr);
+  socklen_t len = sock_addr_len(&addr);
   if (bind(fd, &addr.sa, len) != 0 || listen(fd, SOMAXCONN) != 0 ||
       getsockname(fd, &addr.sa, &len) != 0) {
     NSK_WARN("net-socket: listen on %s: %s", nsk_g.dev[dev].iface.name, strerror(errno));
@@ -181,7 +166,7 @@ static ncclResult_t nsk_connecting_start(const nsk_handle_wire_t* w, nsk_connect
   c->nsocks = nsk_g.nsocks;
   int ndata = c->nthreads > 0 ? c->nthreads * c->nsocks : c->nsocks;
   c->nfds = 1 + ndata;
-  nsk_addr_str(&w->h.addr, c->peer, sizeof(c->peer));
+  sock_addr_str(&w->h.addr, c->peer, sizeof(c->peer));
   uint64_t conn_id;
   if (getrandom(&conn_id, sizeof(conn_id), 0) != sizeof(conn_id))
     conn_id = (uint64_t)(uintptr_t)c ^ ((uint64_t)getpid() << 32);
@@ -202,7 +187,7 @@ static ncclResult_t nsk_connecting_start(const nsk_handle_wire_t* w, nsk_connect
     }
     c->fd[i] = fd;
     nsk_sock_tune(fd);
-    if (connect(fd, &w->h.addr.sa, nsk_addr_len(&w->h.addr)) == 0) {
+    if (connect(fd, &w->h.addr.sa, sock_addr_len(&w->h.addr)) == 0) {
       c->connected[i] = true;
     } else if (errno != EINPROGRESS && errno != EINTR) {
       NSK_WARN("net-socket: connect to %s: %s", c->peer, strerror(errno));
@@ -359,7 +344,7 @@ ncclResult_t nsk_accept(void* listen_comm, void** recv_comm) {
     sock_addr_t a;
     socklen_t len = sizeof(a);
     if (getpeername(fds[0], &a.sa, &len) == 0)
-      nsk_addr_str(&a, peer, sizeof(peer));
+      sock_addr_str(&a, peer, sizeof(peer));
     else
       snprintf(peer, sizeof(peer), "peer");
     nsk_comm_t* comm = NULL;

@@ -31,14 +31,9 @@
 
 /* A handshake message being moved: header + address. */
 typedef struct {
-  char* buf;
-  size_t len, done;
-} nux_msg_t;
-
-typedef struct {
   int fd;
-  nux_msg_t in;     /* hello: header first, then grown to header + address */
-  nux_msg_t out;    /* reply */
+  sock_msg_t in;     /* hello: header first, then grown to header + address */
+  sock_msg_t out;    /* reply */
   nux_comm_t* comm; /* created once the hello is in */
 } nux_pending_t;
 
@@ -56,8 +51,8 @@ typedef struct {
   nux_worker_t* worker;
   uint64_t conn_id;
   uint32_t send_id; /* the send comm's id on our worker (close notices from the receiver) */
-  nux_msg_t out;    /* hello */
-  nux_msg_t in;  /* reply */
+  sock_msg_t out;    /* hello */
+  sock_msg_t in;  /* reply */
   char peer[64];
 } nux_connecting_t;
 
@@ -69,21 +64,6 @@ typedef struct {
 _Static_assert(sizeof(nux_handle_wire_t) <= NCCL_NET_HANDLE_MAXSIZE,
                "net-ucx handle must fit NCCL_NET_HANDLE_MAXSIZE");
 
-static void nux_addr_str(const sock_addr_t* a, char* buf, size_t size) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (a->sa.sa_family == AF_INET) {
-    inet_ntop(AF_INET, &a->sin.sin_addr, host, sizeof(host));
-    snprintf(buf, size, "%s:%u", host, ntohs(a->sin.sin_port));
-  } else {
-    inet_ntop(AF_INET6, &a->sin6.sin6_addr, host, sizeof(host));
-    snprintf(buf, size, "[%s]:%u", host, ntohs(a->sin6.sin6_port));
-  }
-}
-
-static socklen_t nux_addr_len(const sock_addr_t* a) {
-  return a->sa.sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-}
-
 static uint64_t nux_random64(const void* salt) {
   uint64_t v;
   if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
@@ -91,35 +71,24 @@ static uint64_t nux_random64(const void* salt) {
   return v;
 }
 
-/* Moves what the socket takes now; *fin once every byte is moved. Closed or reset peer:
- * ncclRemoteError; other failures ncclSystemError (each WARNed). */
-static ncclResult_t nux_msg_move(int fd, nux_msg_t* m, bool out, const char* what,
+/* Moves what the socket takes now. Closed or reset peer: ncclRemoteError; other failures
+ * ncclSystemError (each WARNed). */
+static ncclResult_t nux_msg_move(int fd, sock_msg_t* m, bool out, const char* what,
                                  const char* peer) {
-  while (m->done < m->len) {
-    ssize_t r = out ? send(fd, m->buf + m->done, m->len - m->done, MSG_NOSIGNAL | MSG_DONTWAIT)
-                    : recv(fd, m->buf + m->done, m->len - m->done, MSG_DONTWAIT);
-    if (r > 0) {
-      m->done += (size_t)r;
-      continue;
-    }
-    if (r == 0) {
-      NUX_WARN("net-ucx: %s with %s: connection closed by the peer", what, peer);
-      return ncclRemoteError;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
-    int err = errno;
-    bool remote = err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ETIMEDOUT ||
-                  err == ECONNREFUSED;
-    NUX_WARN("net-ucx: %s with %s failed: %s", what, peer, strerror(err));
-    return remote ? ncclRemoteError : ncclSystemError;
+  int r = sock_msg_move(fd, m, out);
+  if (r == SOCK_MSG_OK) return ncclSuccess;
+  if (r == SOCK_MSG_CLOSED) {
+    NUX_WARN("net-ucx: %s with %s: connection closed by the peer", what, peer);
+    return ncclRemoteError;
   }
-  return ncclSuccess;
+  int err = errno;
+  NUX_WARN("net-ucx: %s with %s failed: %s", what, peer, strerror(err));
+  return sock_err_remote(err) ? ncclRemoteError : ncclSystemError;
 }
 
 /* A header + worker address message (hello or reply). */
 static ncclResult_t nux_msg_build(const void* hdr, size_t hlen, const nux_worker_t* w,
-                                  nux_msg_t* m) {
+                                  sock_msg_t* m) {
   m->len = hlen + w->addr_len;
   m->done = 0;
   m->buf = malloc(m->len);
@@ -147,7 +116,7 @@ ncclResult_t nux_listen(nux_ctx_t* ctx, int dev, void* handle, void** listen_com
   if (res != ncclSuccess) return res;
   sock_addr_t addr = nux_g.dev[dev].hs;
   int fd = socket(addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  socklen_t len = nux_addr_len(&addr);
+  socklen_t len = sock_addr_len(&addr);
   if (fd < 0 || bind(fd, &addr.sa, len) != 0 || listen(fd, SOMAXCONN) != 0 ||
       getsockname(fd, &addr.sa, &len) != 0) {
     NUX_WARN("net-ucx: listen on %s (handshake interface %s): %s", nux_g.dev[dev].name,
@@ -193,7 +162,7 @@ static ncclResult_t nux_connecting_start(nux_ctx_t* ctx, int dev, const nux_hand
     return ncclSystemError;
   }
   c->fd = -1;
-  nux_addr_str(&hw->h.addr, c->peer, sizeof(c->peer));
+  sock_addr_str(&hw->h.addr, c->peer, sizeof(c->peer));
   ncclResult_t res = nux_worker_get(ctx, dev, &c->worker);
   if (res != ncclSuccess) goto err_free;
   c->conn_id = nux_random64(c);
@@ -222,7 +191,7 @@ static ncclResult_t nux_connecting_start(nux_ctx_t* ctx, int dev, const nux_hand
   }
   int one = 1;
   (void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (connect(c->fd, &hw->h.addr.sa, nux_addr_len(&hw->h.addr)) == 0) {
+  if (connect(c->fd, &hw->h.addr.sa, sock_addr_len(&hw->h.addr)) == 0) {
     c->connected = true;
   } else if (errno != EINPROGRESS && errno != EINTR) {
     NUX_WARN("net-ucx: connect to %s: %s", c->peer, strerror(errno));
@@ -343,7 +312,7 @@ static ncclResult_t nux_pending_step(nux_listen_t* l, nux_pending_t* p, bool* re
     sock_addr_t a;
     socklen_t alen = sizeof(a);
     if (getpeername(p->fd, &a.sa, &alen) == 0)
-      nux_addr_str(&a, peer, sizeof(peer));
+      sock_addr_str(&a, peer, sizeof(peer));
     else
       snprintf(peer, sizeof(peer), "peer");
     pthread_mutex_lock(&l->worker->lock);
