@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 . test/setup-deps.sh
+# net-ib's real-verbs test (test/plugin/net-ib/softroce.sh): QEMU, busybox-static, rdma-core and
+# libibverbs-dev (so that net-ib is built), and the package list that names Debian's kernel.
+bash test/plugin/net-ib/softroce-deps.sh
 
 [ -f "$build/build.ninja" ] || meson setup "$build" --werror
 ninja -C "$build"

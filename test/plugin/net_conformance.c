@@ -1284,6 +1284,7 @@ static bool case_close_idle_peer(worker_t* w) {
  * receive posted by A, tested throughout, while B sleeps before sending; then a large send posted
  * by B, tested throughout, while A sleeps before receiving. */
 #define IDLE_S 3.0
+#define IDLE_POST_TRY_S 0.5
 static size_t idle_large(const opts_t* o) {
   return o->max_bytes < 64 * MIB ? o->max_bytes : 64 * MIB;
 }
@@ -1296,8 +1297,11 @@ static void idle_exchange(worker_t* w, conn_t* c, size_t n, int poster, uint64_t
   m.mh = reg(w, c->comm, m.buf, n);
   if (send) pattern_fill(m.buf, n, seed);
   if (w->side == poster) {
+    /* A send may return no request until the receiver has posted (receiver-driven transports
+     * such as NCCL's IB): try for a while, then let the peer go idle and keep trying. */
     int posted = 0;
-    while (posted == 0) {
+    double p0 = now_s();
+    while (posted == 0 && now_s() - p0 < IDLE_POST_TRY_S) {
       check_deadline(w, w->deadline, label);
       msgs_step(w, c->comm, send, &m, 1, 1, &posted);
     }
