@@ -29,6 +29,11 @@
 #              LIB=choir (default: BUILD) or LIB=nvidia picks the library (NVIDIA's NCCL refuses
 #              ranks sharing a GPU: those configs are reported as refused, not run); a table
 #              (ranks, GPUs, mode, transport, rc, cases, failed, seconds) goes into the summary.
+#              TRANSPORT plugin-NAME: every rank pair through Choir's net plugin NAME (ofi,
+#              ucx, ib, socket: libnccl-net-NAME.so in NETPLUGIN_DIR, default BUILD/plugins);
+#              xhost-NAME: the same with every process posing as its own host (procs only),
+#              which lets NVIDIA's NCCL (LIB=nvidia) run ranks sharing a GPU, e.g.
+#              LIB=nvidia CHECK_CONFIGS="2:procs:xhost-ofi:rpg2 2:procs:xhost-ib:rpg2".
 #              A config is RANKS:MODE:TRANSPORT[:rpgR]: RANKS ranks, R of them per GPU (default
 #              1: RANKS GPUs), e.g. "2:threads:p2p 4:procs:shm 8:threads:net:rpg8
 #              4:procs:semantics:rpg2"; CHECK_CONFIGS picks them. Procs sharing a GPU run under a
@@ -371,7 +376,10 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         esac
         need=$(( (n + rpg - 1) / rpg ))
         [ "$need" -gt "$ngpus" ] && continue
-        if [ "$rpg" -gt 1 ] && [ "${LIB:-choir}" = nvidia ]; then
+        # xhost-NAME: every process poses as its own host (NCCL_HOSTID), so NVIDIA's NCCL runs
+        # ranks that share a GPU too, all of them through the network plugin NAME.
+        if [ "$rpg" -gt 1 ] && [ "${LIB:-choir}" = nvidia ] &&
+          ! { [ "$mode" = procs ] && [ "${tr#xhost-}" != "$tr" ]; }; then
           row "$n" "$need" "$mode" "$tr" refused - - 0
           note "      refused: NVIDIA's NCCL does not run ranks that share a GPU (not run)"
           continue
@@ -400,6 +408,18 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
                      CHOIR_GDRSHIM_INNER="$PWD/$build/plugins/libnccl-net-socket.so"
                      NCCL_NET_GDR_LEVEL=SYS CHOIR_NET_GDR=1 CHOIR_GDRSHIM_REPORT=1 NCCL_DEBUG=INFO
                      NCCL_DEBUG_SUBSYS=INIT,NET) ;;
+          plugin-* | xhost-*)
+            # Choir's net plugin NAME (libnccl-net-NAME.so from NETPLUGIN_DIR, default the
+            # build's plugins/: a machine without the plugin's headers runs carried builds),
+            # every rank pair through it; xhost- also poses every process as its own host.
+            pname=${tr#*-}
+            envs=("${net_env[@]}" NCCL_NET_PLUGIN="${NETPLUGIN_DIR:-$PWD/$build/plugins}/libnccl-net-$pname.so"
+                  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)
+            case "$pname" in
+              ofi) envs+=(FI_PROVIDER=tcp FI_TCP_IFACE="${NET_IFNAME:-lo}") ;;
+              ucx) envs+=(UCX_TLS=tcp UCX_NET_DEVICES="${NET_IFNAME:-lo}") ;;
+            esac
+            [ "${tr%%-*}" = xhost ] && envs+=(CHOIR_TEST_HOSTS="$n") ;;
           graph) extra=(--graph 3) ;;
           semantics) extra=(--case all) ;;
         esac
@@ -432,6 +452,8 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
               note "  net1: NCCL_NCHANNELS_PER_NET_PEER=1 did not give 1 channel per network peer"
               rc=1
             fi ;;
+          plugin-* | xhost-*) # which plugin and network the library says it used
+            note "      $tr: $(grep -m1 -oE "(NET/Plugin: )?[Ll]oaded (net plugin|ncclNetPlugin_v[0-9]+)[^(]*" "$log" | head -1); $(grep -m1 -oE "net-(ib|ofi|ucx|socket): [^;]*" "$log" | head -1 | cut -c1-100); $(grep -m1 -oE "Using network [A-Za-z]+" "$log")" ;;
           hosts) # p2p inside a "host", the network between, rings from the per-host searches
             if ! grep -q "via NET" "$log" || ! grep -q "via P2P" "$log"; then
               note "  hosts: the connections were not both P2P (within a host) and NET (between hosts)"
