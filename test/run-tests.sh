@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build Choir and run every test suite; GPU suites skip (exit 77) where there is no GPU. Then the
-# CPU suites again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# CPU suites again under AddressSanitizer and UndefinedBehaviorSanitizer, then every fuzz target
+# under libFuzzer for FUZZ_SECONDS each (default 60; clang build in BUILD-fuzz).
 #   test/run-tests.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,3 +21,10 @@ san="$build-sanitize"
 ninja -C "$san"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C "$san" --print-errorlogs --suite unit --suite abi --suite plugin
+
+fz="$build-fuzz"
+bash test/fuzz/fuzz-deps.sh
+[ -f "$fz/build.ninja" ] || CC=clang CXX=clang++ meson setup "$fz" -Dfuzz=true \
+  -Db_sanitize=address,undefined -Db_lundef=false -Dkernel_subset="ops=sum;types=f32"
+ninja -C "$fz" fuzz-engines
+FUZZ_SECONDS=${FUZZ_SECONDS:-60} meson test -C "$fz" --no-rebuild --print-errorlogs --suite fuzz

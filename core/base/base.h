@@ -120,6 +120,12 @@ bool param_is_set(param_id_t id);
 const param_desc_t* param_desc(param_id_t id);
 /* Apply NCCL_CONF_FILE (or ~/.nccl.conf, then /etc/nccl.conf) to the environment, once. */
 void param_load_conf_files(void);
+/* One NCCL_CONF_FILE line, edited in place: "KEY = value" gives true with both trimmed; blank
+ * lines, comments (#), lines without '=' or with an empty key give false. */
+bool param_conf_line(char* line, char** key_p, char** val_p);
+/* An integer knob value: strtoll base 0 (decimal, 0x hex, 0 octal), trailing blanks allowed,
+ * nothing else; false when malformed or out of range. */
+bool param_int_parse(const char* s, long long* out);
 
 /* ---- System helpers ---------------------------------------------------------------------- */
 

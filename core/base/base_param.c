@@ -38,23 +38,40 @@ static void param_trim(char** s) {
   while (e > *s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) *--e = '\0';
 }
 
+bool param_conf_line(char* line, char** key_p, char** val_p) {
+  char* s = line;
+  param_trim(&s);
+  if (s[0] == '\0' || s[0] == '#') return false;
+  char* eq = strchr(s, '=');
+  if (eq == NULL) return false;
+  *eq = '\0';
+  char* key = s;
+  char* val = eq + 1;
+  param_trim(&key);
+  param_trim(&val);
+  if (key[0] == '\0') return false;
+  *key_p = key;
+  *val_p = val;
+  return true;
+}
+
+bool param_int_parse(const char* s, long long* out) {
+  char* end = NULL;
+  errno = 0;
+  long long x = strtoll(s, &end, 0);
+  while (end && (*end == ' ' || *end == '\t')) end++;
+  if (errno != 0 || end == s || *end != '\0') return false;
+  *out = x;
+  return true;
+}
+
 static void param_apply_conf_file(const char* path) {
   FILE* f = fopen(path, "r");
   if (f == NULL) return;
   char line[4096];
   while (fgets(line, sizeof(line), f) != NULL) {
-    char* s = line;
-    param_trim(&s);
-    if (s[0] == '\0' || s[0] == '#') continue;
-    char* eq = strchr(s, '=');
-    if (eq == NULL) continue;
-    *eq = '\0';
-    char* key = s;
-    char* val = eq + 1;
-    param_trim(&key);
-    param_trim(&val);
-    if (key[0] == '\0') continue;
-    setenv(key, val, 0); /* the environment wins over the file */
+    char *key, *val;
+    if (param_conf_line(line, &key, &val)) setenv(key, val, 0); /* the environment wins */
   }
   fclose(f);
 }
@@ -89,11 +106,8 @@ static void param_load(param_id_t id) {
   v->v_str = d->def_str;
   if (env != NULL && env[0] != '\0') {
     if (d->type == PARAM_TYPE_INT) {
-      char* end = NULL;
-      errno = 0;
-      long long x = strtoll(env, &end, 0);
-      while (end && (*end == ' ' || *end == '\t')) end++;
-      if (errno != 0 || end == env || *end != '\0') {
+      long long x;
+      if (!param_int_parse(env, &x)) {
         bad = env;
       } else {
         v->v_int = x;
