@@ -7,8 +7,11 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/socket.h>
 
 void sock_if_spec_parse(const char* spec, sock_if_spec_t* s) {
@@ -154,4 +157,38 @@ int sock_msg_move(int fd, sock_msg_t* m, bool out) {
 bool sock_err_remote(int err) {
   return err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ETIMEDOUT ||
          err == ECONNREFUSED;
+}
+
+int sock_connect_start(const sock_addr_t* addr, int* fd_p, bool* connected, bool* remote) {
+  *connected = false;
+  *remote = false;
+  int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  *fd_p = fd;
+  if (fd < 0) return errno;
+  int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (connect(fd, &addr->sa, sock_addr_len(addr)) == 0) {
+    *connected = true;
+    return 0;
+  }
+  if (errno == EINPROGRESS || errno == EINTR) return 0;
+  int err = errno;
+  close(fd);
+  *fd_p = -1;
+  *remote = true;
+  return err;
+}
+
+int sock_connect_poll(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLOUT};
+  if (poll(&p, 1, 0) <= 0) return 0;
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err == EINPROGRESS || err == EALREADY) return 0;
+  if (err != 0) {
+    errno = err;
+    return -1;
+  }
+  return 1;
 }

@@ -69,6 +69,12 @@ enum { SOCK_MSG_OK = 0, SOCK_MSG_CLOSED = 1, SOCK_MSG_ERROR = -1 };
  * made or none possible yet (done == len once complete); SOCK_MSG_CLOSED: the peer closed the
  * connection (a receive read end-of-stream); SOCK_MSG_ERROR: errno says why. */
 int sock_msg_move(int fd, sock_msg_t* m, bool out);
+/* Starts a non-blocking TCP connection to addr (TCP_NODELAY set): the socket in *fd_p (-1 on
+ * failure), *connected when it completed at once. Returns 0, or the errno of the failed socket()
+ * (*remote false) or connect() (*remote true). */
+int sock_connect_start(const sock_addr_t* addr, int* fd_p, bool* connected, bool* remote);
+/* Whether a started connection is up, without blocking: 1 up, 0 not yet, -1 failed (errno). */
+int sock_connect_poll(int fd);
 /* Whether a socket errno means the peer went away (reset, refused, broken pipe, timed out). */
 bool sock_err_remote(int err);
 

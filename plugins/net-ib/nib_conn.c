@@ -361,19 +361,11 @@ static ncclResult_t nib_connecting_start(int dev, const nib_handle_wire_t* hw,
   c->min = (sock_msg_t){.buf = (char*)&c->in, .len = sizeof(c->in)};
   c->ready = NIB_READY;
   c->mready = (sock_msg_t){.buf = (char*)&c->ready, .len = sizeof(c->ready)};
-  c->fd = socket(hw->h.addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (c->fd < 0) {
-    NIB_WARN("net-ib: connect to %s: socket failed: %s", c->peer, strerror(errno));
-    res = ncclSystemError;
-    goto err;
-  }
-  int one = 1;
-  (void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (connect(c->fd, &hw->h.addr.sa, sock_addr_len(&hw->h.addr)) == 0) {
-    c->connected = true;
-  } else if (errno != EINPROGRESS && errno != EINTR) {
-    NIB_WARN("net-ib: connect to %s: %s", c->peer, strerror(errno));
-    res = ncclRemoteError;
+  bool remote = false;
+  int err = sock_connect_start(&hw->h.addr, &c->fd, &c->connected, &remote);
+  if (err != 0) {
+    NIB_WARN("net-ib: connect to %s: %s%s", c->peer, remote ? "" : "socket: ", strerror(err));
+    res = remote ? ncclRemoteError : ncclSystemError;
     goto err;
   }
   *c_p = c;
@@ -387,14 +379,10 @@ err:
 static ncclResult_t nib_connecting_step(nib_connecting_t* c, bool* done) {
   *done = false;
   if (!c->connected) {
-    struct pollfd p = {.fd = c->fd, .events = POLLOUT};
-    if (poll(&p, 1, 0) <= 0) return ncclSuccess;
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-    if (err == EINPROGRESS || err == EALREADY) return ncclSuccess;
-    if (err != 0) {
-      NIB_WARN("net-ib: connect to %s: %s", c->peer, strerror(err));
+    int up = sock_connect_poll(c->fd);
+    if (up == 0) return ncclSuccess;
+    if (up < 0) {
+      NIB_WARN("net-ib: connect to %s: %s", c->peer, strerror(errno));
       return ncclRemoteError;
     }
     c->connected = true;

@@ -183,19 +183,11 @@ static ncclResult_t nux_connecting_start(nux_ctx_t* ctx, int dev, const nux_hand
     res = ncclSystemError;
     goto err_free;
   }
-  c->fd = socket(hw->h.addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (c->fd < 0) {
-    NUX_WARN("net-ucx: connect to %s: socket failed: %s", c->peer, strerror(errno));
-    res = ncclSystemError;
-    goto err_free;
-  }
-  int one = 1;
-  (void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (connect(c->fd, &hw->h.addr.sa, sock_addr_len(&hw->h.addr)) == 0) {
-    c->connected = true;
-  } else if (errno != EINPROGRESS && errno != EINTR) {
-    NUX_WARN("net-ucx: connect to %s: %s", c->peer, strerror(errno));
-    res = ncclRemoteError;
+  bool remote = false;
+  int err = sock_connect_start(&hw->h.addr, &c->fd, &c->connected, &remote);
+  if (err != 0) {
+    NUX_WARN("net-ucx: connect to %s: %s%s", c->peer, remote ? "" : "socket: ", strerror(err));
+    res = remote ? ncclRemoteError : ncclSystemError;
     goto err_free;
   }
   *c_p = c;
@@ -208,14 +200,10 @@ err_free:
 /* One step; *comm_p once the reply is in and the endpoint exists. */
 static ncclResult_t nux_connecting_step(nux_connecting_t* c, nux_comm_t** comm_p) {
   if (!c->connected) {
-    struct pollfd p = {.fd = c->fd, .events = POLLOUT};
-    if (poll(&p, 1, 0) <= 0) return ncclSuccess;
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-    if (err == EINPROGRESS || err == EALREADY) return ncclSuccess;
-    if (err != 0) {
-      NUX_WARN("net-ucx: connect to %s: %s", c->peer, strerror(err));
+    int up = sock_connect_poll(c->fd);
+    if (up == 0) return ncclSuccess;
+    if (up < 0) {
+      NUX_WARN("net-ucx: connect to %s: %s", c->peer, strerror(errno));
       return ncclRemoteError;
     }
     c->connected = true;
