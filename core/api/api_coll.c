@@ -64,9 +64,11 @@ static ncclResult_t api_check_buf(const char* f, const char* what, const void* p
   return ncclSuccess;
 }
 
-static ncclResult_t api_enqueue(ncclComm_t comm, enq_kind_t kind, const void* sendbuff,
-                                void* recvbuff, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                                int root, cudaStream_t stream) {
+static ncclResult_t api_enqueue(const char* f, ncclComm_t comm, enq_kind_t kind,
+                                const void* sendbuff, void* recvbuff, size_t count,
+                                ncclDataType_t type, ncclRedOp_t op, int root,
+                                cudaStream_t stream) {
+  OP_CHECK(comm_check_peers(f, comm, kind == ENQ_SEND || kind == ENQ_RECV ? root : -1));
   enq_op_t o = {.kind = kind, .sendbuff = sendbuff, .recvbuff = recvbuff, .count = count,
                 .type = type, .op = op, .root = root, .stream = stream};
   return enqueue_group_fail(enqueue_op(comm->dp, &o));
@@ -87,7 +89,7 @@ NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
   OP_CHECK(api_check_count(f, "count", count, datatype, 1));
   OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
   OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
-  return api_enqueue(comm, ENQ_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, stream);
+  return api_enqueue(f, comm, ENQ_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, stream);
 }
 
 NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
@@ -99,7 +101,7 @@ NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t 
   OP_CHECK(api_check_rank(f, "root", comm, root));
   OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
   if (comm->rank == root) OP_CHECK(api_check_buf(f, "recvbuff (at the root)", recvbuff, count));
-  return api_enqueue(comm, ENQ_REDUCE, sendbuff, recvbuff, count, datatype, op, root, stream);
+  return api_enqueue(f, comm, ENQ_REDUCE, sendbuff, recvbuff, count, datatype, op, root, stream);
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
@@ -109,7 +111,7 @@ NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datat
   OP_CHECK(api_check_count(f, "count", count, datatype, 1));
   OP_CHECK(api_check_rank(f, "root", comm, root));
   OP_CHECK(api_check_buf(f, "buff", buff, count));
-  return api_enqueue(comm, ENQ_BROADCAST, buff, buff, count, datatype, ncclSum, root, stream);
+  return api_enqueue(f, comm, ENQ_BROADCAST, buff, buff, count, datatype, ncclSum, root, stream);
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
@@ -120,7 +122,7 @@ NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size
   OP_CHECK(api_check_rank(f, "root", comm, root));
   if (comm->rank == root) OP_CHECK(api_check_buf(f, "sendbuff (at the root)", sendbuff, count));
   OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
-  return api_enqueue(comm, ENQ_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root,
+  return api_enqueue(f, comm, ENQ_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root,
                      stream);
 }
 
@@ -131,7 +133,7 @@ NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, 
   OP_CHECK(api_check_count(f, "recvcount", recvcount, datatype, comm->nranks));
   OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, recvcount));
   OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, recvcount));
-  return api_enqueue(comm, ENQ_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0,
+  return api_enqueue(f, comm, ENQ_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0,
                      stream);
 }
 
@@ -142,7 +144,7 @@ NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size
   OP_CHECK(api_check_count(f, "sendcount", sendcount, datatype, comm->nranks));
   OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, sendcount));
   OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, sendcount));
-  return api_enqueue(comm, ENQ_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0,
+  return api_enqueue(f, comm, ENQ_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0,
                      stream);
 }
 
@@ -153,7 +155,8 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
   OP_CHECK(api_check_count(f, "count", count, datatype, comm->nranks));
   OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
   OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
-  return api_enqueue(comm, ENQ_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, 0, stream);
+  return api_enqueue(f, comm, ENQ_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, 0,
+                     stream);
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
@@ -164,7 +167,7 @@ NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
   OP_CHECK(api_check_rank(f, "root", comm, root));
   OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
   if (comm->rank == root) OP_CHECK(api_check_buf(f, "recvbuff (at the root)", recvbuff, count));
-  return api_enqueue(comm, ENQ_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root,
+  return api_enqueue(f, comm, ENQ_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root,
                      stream);
 }
 
@@ -176,7 +179,7 @@ NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
   OP_CHECK(api_check_rank(f, "root", comm, root));
   if (comm->rank == root) OP_CHECK(api_check_buf(f, "sendbuff (at the root)", sendbuff, count));
   OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
-  return api_enqueue(comm, ENQ_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root,
+  return api_enqueue(f, comm, ENQ_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root,
                      stream);
 }
 
@@ -187,7 +190,7 @@ NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataTyp
   OP_CHECK(api_check_count(f, "count", count, datatype, 1));
   OP_CHECK(api_check_rank(f, "peer", comm, peer));
   OP_CHECK(api_check_buf(f, "sendbuff", sendbuff, count));
-  return api_enqueue(comm, ENQ_SEND, sendbuff, NULL, count, datatype, ncclSum, peer, stream);
+  return api_enqueue(f, comm, ENQ_SEND, sendbuff, NULL, count, datatype, ncclSum, peer, stream);
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -197,7 +200,7 @@ NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t da
   OP_CHECK(api_check_count(f, "count", count, datatype, 1));
   OP_CHECK(api_check_rank(f, "peer", comm, peer));
   OP_CHECK(api_check_buf(f, "recvbuff", recvbuff, count));
-  return api_enqueue(comm, ENQ_RECV, NULL, recvbuff, count, datatype, ncclSum, peer, stream);
+  return api_enqueue(f, comm, ENQ_RECV, NULL, recvbuff, count, datatype, ncclSum, peer, stream);
 }
 
 NCCL_API(ncclResult_t, ncclGroupStart, void) { return enqueue_group_start(); }

@@ -76,6 +76,10 @@ PARAM_INT(SOCKET_RETRY_SLEEP_MSEC, "NCCL_SOCKET_RETRY_SLEEP_MSEC", 100,
 PARAM_INT(BOOTSTRAP_TIMEOUT, "CHOIR_BOOTSTRAP_TIMEOUT", 300,
           "seconds any bootstrap step (rendezvous, all-gather, barrier, send/recv, split) waits for "
           "a peer or the root before failing with an error naming it")
+PARAM_INT(PEER_TIMEOUT, "CHOIR_PEER_TIMEOUT", 30,
+          "seconds without a heartbeat from a neighbouring rank before a communicator fails, "
+          "naming it (a stopped or hung process, a host or network down); 0 turns this check "
+          "off (a rank whose process ends is noticed at once either way)")
 /* topology and graph search */
 PARAM_STR(TOPO_FILE, "NCCL_TOPO_FILE", NULL,
           "load the system topology from this XML file (NCCL's format) instead of detecting it; "

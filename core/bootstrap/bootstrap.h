@@ -66,6 +66,43 @@ int bootstrap_nranks(const bootstrap_t* bs);
 /* The bootstrap listening address of `rank` (for logs and diagnostics). */
 const sock_addr_t* bootstrap_peer_addr(const bootstrap_t* bs, int rank);
 
+/* ---- Liveness (bootstrap_watch.c) ----------------------------------------------------------
+ * Every rank of a watch is linked to its two ring neighbours by connections of their own with
+ * heartbeats; one thread per process polls them. What happens to a rank reaches the owner of
+ * every watch of that bootstrap once, on the watch thread, whichever rank saw it first. */
+typedef enum {
+  BOOTSTRAP_PEER_EXITED = 1,  /* its connection ended without a goodbye: killed, crashed */
+  BOOTSTRAP_PEER_SILENT = 2,  /* nothing from it for CHOIR_PEER_TIMEOUT: stopped, hung, cut off */
+  BOOTSTRAP_PEER_ABORTED = 3, /* goodbye: ncclCommAbort */
+  BOOTSTRAP_PEER_LEFT = 4,    /* goodbye: ncclCommDestroy */
+  BOOTSTRAP_PEER_QUIT = 5,    /* goodbye: its process exited with the communicator open */
+} bootstrap_peer_event_t;
+/* How a rank leaves (the goodbye its neighbours get). */
+typedef enum {
+  BOOTSTRAP_LEAVE_ABORT = BOOTSTRAP_PEER_ABORTED,
+  BOOTSTRAP_LEAVE_DESTROY = BOOTSTRAP_PEER_LEFT,
+  BOOTSTRAP_LEAVE_QUIT = BOOTSTRAP_PEER_QUIT,
+} bootstrap_leave_t;
+typedef struct bootstrap_watch bootstrap_watch_t;
+/* Called on the watch thread with the watch's lock held, at most once per rank: `rank` had
+ * `event` (a bootstrap_peer_event_t), first seen by rank `reporter` (its neighbour; this rank
+ * itself for its own neighbours). rank may be this rank: a neighbour gave up on it. It must not
+ * call bootstrap_watch_*. */
+typedef void (*bootstrap_watch_fn)(void* ctx, int rank, int event, int reporter);
+
+/* Collective over bs (every rank calls it, after bootstrap_init or bootstrap_split): connect to
+ * the ring neighbours and start watching. With one rank *w_p is NULL (nothing to watch). */
+ncclResult_t bootstrap_watch_start(bootstrap_t* bs, bootstrap_watch_fn fn, void* ctx,
+                                   bootstrap_watch_t** w_p);
+/* Say goodbye (how) and stop; fn is never called after this returns. Safe with NULL. */
+void bootstrap_watch_stop(bootstrap_watch_t* w, bootstrap_leave_t how);
+/* The event reported about rank so far (0: none). */
+int bootstrap_watch_event(bootstrap_watch_t* w, int rank);
+/* "exited without ...": what an event means, for messages. */
+const char* bootstrap_peer_event_str(int event);
+/* CHOIR_PEER_TIMEOUT in milliseconds (0: no silence check). */
+uint64_t bootstrap_peer_timeout_ms(void);
+
 /* Close sockets and free. Safe after an abort, and with NULL. No other call on bs may be running
  * or follow. */
 ncclResult_t bootstrap_close(bootstrap_t* bs);

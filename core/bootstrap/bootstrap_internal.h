@@ -63,6 +63,7 @@ enum {
   BS_MSG_SPLIT,      /* bootstrap_split's address exchange; tag: split tag; step */
   BS_MSG_ROOT_FAIL,  /* root -> next root; tag: comm tag; step: the status for the ranks; the
                       * NUL-terminated reason the rendezvous failed (the sender then closes) */
+  BS_MSG_WATCH,      /* bootstrap_watch_start: a rank's liveness address, to its previous rank */
 };
 
 typedef struct {

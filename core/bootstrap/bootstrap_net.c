@@ -72,6 +72,7 @@ static const char* bs_what(uint16_t kind, uint64_t tag, uint16_t step, char* buf
                (unsigned long long)tag);
       break;
     case BS_MSG_ROOT_REPLY: snprintf(buf, size, "the peer list"); break;
+    case BS_MSG_WATCH: snprintf(buf, size, "the liveness address"); break;
     default: snprintf(buf, size, "a message of kind %u", (unsigned)kind); break;
   }
   return buf;
@@ -206,7 +207,8 @@ static bool bs_in_header_ok(bootstrap_t* bs, bs_in_t* in) {
         bs->rank, who, (unsigned)h->kind, (unsigned long long)h->tag, (unsigned long long)h->size);
     return false;
   }
-  if ((h->kind != BS_MSG_USER && h->kind != BS_MSG_COLL && h->kind != BS_MSG_SPLIT) ||
+  if ((h->kind != BS_MSG_USER && h->kind != BS_MSG_COLL && h->kind != BS_MSG_SPLIT &&
+       h->kind != BS_MSG_WATCH) ||
       h->size > BS_MAX_PAYLOAD) {
     WARN(
         "bootstrap rank %d: %s sent a malformed message (kind %u, %llu bytes); closing its "

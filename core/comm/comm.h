@@ -73,6 +73,14 @@ struct ncclComm {
   topo_system_t* topo; /* this host's topology model (NULL when ranks span hosts) */
   int gpu_share;       /* most ranks of this communicator on one GPU (1: none share) */
   int cta_cap;         /* CTAs one rank may run at once (0: no cap; see comm_gpu_sharing) */
+  /* Liveness of the other ranks (core/bootstrap's watch; NULL with one rank or before creation
+   * ends): 1 + the rank whose failure broke this communicator (0: none), and how many ranks
+   * left it without breaking it (destroyed it, or aborted or exited while this rank was idle).
+   * Both written by the watch thread, read atomically. */
+  bootstrap_watch_t* watch;
+  int peer_failed;
+  int departed;
+  char fail_msg[400]; /* why, written before peer_failed is published */
   uint64_t magic_end;
 };
 
@@ -84,6 +92,12 @@ ncclResult_t comm_check_ready(const char* func, ncclComm_t comm);
 /* comm_check_ready, and not finalized (ncclInvalidUsage): what operations need. */
 ncclResult_t comm_check_usable(const char* func, ncclComm_t comm);
 ncclResult_t comm_check_not_finalized(const char* func, ncclComm_t comm);
+/* An operation that needs rank `peer` (-1: every rank) on a communicator some rank left:
+ * ncclInvalidUsage (it destroyed the communicator) or ncclRemoteError (it aborted or exited),
+ * naming the rank, instead of an operation that would wait for it forever. */
+ncclResult_t comm_check_peers(const char* func, ncclComm_t comm, int peer);
+/* Start watching the other ranks (end of comm_setup). */
+ncclResult_t comm_watch_start(ncclComm_t comm);
 
 ncclResult_t comm_get_unique_id(ncclUniqueId* id);
 

@@ -28,6 +28,7 @@ ncclResult_t comm_alloc(const comm_config_t* config, ncclComm_t* comm_p) {
 }
 
 void comm_free(ncclComm_t comm) {
+  bootstrap_watch_stop(comm->watch, BOOTSTRAP_LEAVE_ABORT); /* first: its thread reads dp */
   enqueue_comm_destroy(comm->dp);
   topo_system_free(comm->topo);
   if (comm->bootstrap != NULL) bootstrap_close(comm->bootstrap);
@@ -405,6 +406,7 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
   graph_free(graph);
   free(tpeers);
   CHECK(res);
+  CHECK(comm_watch_start(comm));
   INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx commId 0x%llx%s%s - %s complete",
        (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->bus_id,
        (unsigned long long)comm->comm_hash, comm->config.comm_name ? " name " : "",

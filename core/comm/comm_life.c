@@ -1,5 +1,7 @@
 /* Checks, queries, and the end of a communicator's life: finalize, destroy, abort, revoke. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "comm.h"
@@ -17,15 +19,99 @@ ncclResult_t comm_check(const char* func, ncclComm_t comm) {
   return ncclSuccess;
 }
 
-/* A network failure the proxy met becomes the communicator's status (once it is ready: before,
- * the data path may still be in the making). */
+/* A network failure the proxy met, or a rank the watch found gone, becomes the communicator's
+ * status (once it is ready: before, the data path may still be in the making). */
 static void comm_poll_async(ncclComm_t comm) {
   int expected = ncclSuccess;
   if (__atomic_load_n(&comm->status, __ATOMIC_ACQUIRE) != ncclSuccess) return;
-  ncclResult_t net = enqueue_comm_async_error(comm->dp);
+  ncclResult_t net = __atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0
+                         ? ncclRemoteError
+                         : enqueue_comm_async_error(comm->dp);
   if (net != ncclSuccess)
     __atomic_compare_exchange_n(&comm->status, &expected, (int)net, false, __ATOMIC_ACQ_REL,
                                 __ATOMIC_ACQUIRE);
+}
+
+/* "rank 3 (10.0.0.2, pid 4242)": for messages about a peer. */
+static const char* comm_peer_str(ncclComm_t comm, int rank, char* buf, size_t size) {
+  char a[SOCK_ADDR_STRLEN] = "?";
+  const sock_addr_t* addr = bootstrap_peer_addr(comm->bootstrap, rank);
+  if (sock_addr_valid(addr, false)) {
+    sock_addr_t host = *addr;
+    if (host.sa.sa_family == AF_INET)
+      host.sin.sin_port = 0;
+    else
+      host.sin6.sin6_port = 0;
+    sock_addr_str(&host, a, sizeof(a));
+    char* colon = strrchr(a, ':'); /* the port is the bootstrap's, not worth showing */
+    if (colon != NULL) *colon = '\0';
+  }
+  snprintf(buf, size, "rank %d (%s, pid %d)", rank, a,
+           comm->peers ? (int)comm->peers[rank].pid : -1);
+  return buf;
+}
+
+/* The watch thread's report (bootstrap_watch_fn). A rank that is gone while this one may wait
+ * for it breaks the communicator: its status becomes ncclRemoteError and running kernels give up
+ * (as after ncclCommRevoke). A rank that left cleanly, or aborted or exited while nothing was in
+ * flight here, only makes later operations that need it fail (comm_check_peers): the usual end
+ * of a job, where ranks tear down at their own pace, must not look like a failure. */
+static void comm_peer_event(void* ctx, int rank, int event, int reporter) {
+  ncclComm_t comm = ctx;
+  bool fatal =
+      event == BOOTSTRAP_PEER_EXITED || event == BOOTSTRAP_PEER_SILENT || rank == comm->rank;
+  if (!fatal && event != BOOTSTRAP_PEER_LEFT) fatal = enqueue_comm_busy(comm->dp);
+  char who[96], by[64] = "";
+  comm_peer_str(comm, rank, who, sizeof(who));
+  if (reporter != comm->rank && reporter != rank)
+    snprintf(by, sizeof(by), " (seen by rank %d)", reporter);
+  if (!fatal) {
+    __atomic_add_fetch(&comm->departed, 1, __ATOMIC_ACQ_REL);
+    INFO(NCCL_INIT, "comm %p rank %d: %s %s%s; operations that need it now fail", (void*)comm,
+         comm->rank, who, bootstrap_peer_event_str(event), by);
+    return;
+  }
+  if (__atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0)
+    return; /* the first failure is the one reported (only this thread writes it) */
+  char op[160];
+  enqueue_comm_last_op(comm->dp, op, sizeof(op));
+  if (rank == comm->rank)
+    snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+             "comm %p rank %d: rank %d gave up on this rank: to it this rank %s; the last "
+             "operation launched here: %s. The communicator is broken: abort or destroy it",
+             (void*)comm, comm->rank, reporter, bootstrap_peer_event_str(event), op);
+  else
+    snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+             "comm %p rank %d (commId 0x%llx): %s %s%s; the last operation launched here: %s. "
+             "The communicator is broken: abort or destroy it, or shrink it without rank %d",
+             (void*)comm, comm->rank, (unsigned long long)comm->comm_hash, who,
+             bootstrap_peer_event_str(event), by, op, rank);
+  __atomic_store_n(&comm->peer_failed, rank + 1, __ATOMIC_RELEASE);
+  WARN("%s", comm->fail_msg);
+  int expected = ncclSuccess;
+  __atomic_compare_exchange_n(&comm->status, &expected, (int)ncclRemoteError, false,
+                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  enqueue_comm_abort(comm->dp);
+}
+
+ncclResult_t comm_watch_start(ncclComm_t comm) {
+  return bootstrap_watch_start(comm->bootstrap, comm_peer_event, comm, &comm->watch);
+}
+
+ncclResult_t comm_check_peers(const char* func, ncclComm_t comm, int peer) {
+  if (__atomic_load_n(&comm->departed, __ATOMIC_ACQUIRE) == 0) return ncclSuccess;
+  for (int r = peer < 0 ? 0 : peer; r < (peer < 0 ? comm->nranks : peer + 1); r++) {
+    int event = bootstrap_watch_event(comm->watch, r);
+    if (event == 0) continue;
+    char who[96];
+    WARN("%s: %s %s, so this operation could never complete; %s", func,
+         comm_peer_str(comm, r, who, sizeof(who)), bootstrap_peer_event_str(event),
+         peer < 0 ? "every rank must take part in a collective (shrink the communicator to "
+                    "exclude it)"
+                  : "it cannot take part in send/recv any more");
+    return event == BOOTSTRAP_PEER_LEFT ? ncclInvalidUsage : ncclRemoteError;
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t comm_check_ready(const char* func, ncclComm_t comm) {
@@ -43,8 +129,11 @@ ncclResult_t comm_check_ready(const char* func, ncclComm_t comm) {
     return ncclInvalidArgument;
   }
   if (status != ncclSuccess) {
-    WARN("%s: comm %p failed earlier (%s); abort or destroy it", func, (void*)comm,
-         err_string((ncclResult_t)status));
+    if (__atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0)
+      WARN("%s: comm %p failed earlier: %s", func, (void*)comm, comm->fail_msg);
+    else
+      WARN("%s: comm %p failed earlier (%s); abort or destroy it", func, (void*)comm,
+           err_string((ncclResult_t)status));
     return (ncclResult_t)status;
   }
   if (comm->revoked) {
@@ -73,6 +162,9 @@ ncclResult_t comm_get_async_error(ncclComm_t comm, ncclResult_t* res_p) {
   CHECK(comm_check("ncclCommGetAsyncError", comm));
   comm_poll_async(comm);
   *res_p = (ncclResult_t)__atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
+  /* The caller's next ncclGetLastError says why, whichever thread found it. */
+  if (*res_p == ncclRemoteError && __atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0)
+    err_set_last("%s", comm->fail_msg);
   return ncclSuccess;
 }
 
@@ -138,6 +230,10 @@ static ncclResult_t comm_release(const char* func, ncclComm_t comm, bool abort, 
     enqueue_comm_abort(comm->dp);
   }
   comm_wait_idle(comm);
+  /* The goodbye: a destroy after the last operation is the normal end; an abort tells peers
+   * that may still wait for this rank to stop waiting. */
+  bootstrap_watch_stop(comm->watch, abort ? BOOTSTRAP_LEAVE_ABORT : BOOTSTRAP_LEAVE_DESTROY);
+  comm->watch = NULL;
   INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx - %s complete", (void*)comm,
        comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->bus_id, what);
   comm_free(comm);

@@ -108,6 +108,12 @@ void enqueue_comm_abort(enq_comm_t* dp);
 /* ncclSuccess, or the error that stopped the communicator's data path behind the user's back
  * (a network failure seen by the proxy thread). */
 ncclResult_t enqueue_comm_async_error(enq_comm_t* dp);
+/* Whether operations launched outside graph capture have not completed yet (0 after an error
+ * of the query: nothing to wait for then). Any thread. */
+bool enqueue_comm_busy(enq_comm_t* dp);
+/* "AllReduce of 1048576 x float (group 57 of this communicator, 1 operation)", or "none":
+ * the last group launched, for messages. Any thread. */
+void enqueue_comm_last_op(enq_comm_t* dp, char* buf, size_t size);
 /* Wait until every operation launched so far has completed on the GPU. */
 ncclResult_t enqueue_comm_finalize(enq_comm_t* dp);
 /* Free everything (after finalize, or after abort). Safe with NULL. */

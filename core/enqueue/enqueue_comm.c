@@ -3,6 +3,7 @@
  * send/recv connections (made when an operation first needs them), the device-side communicator
  * the kernels read, and the user's reduction operators.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -428,6 +429,37 @@ ncclResult_t enqueue_comm_async_error(enq_comm_t* dp) {
 
 void enqueue_comm_abort(enq_comm_t* dp) {
   if (dp && dp->abort_host) __atomic_store_n(dp->abort_host, 1u, __ATOMIC_SEQ_CST);
+}
+
+bool enqueue_comm_busy(enq_comm_t* dp) {
+  if (dp == NULL || !__atomic_load_n(&dp->launched, __ATOMIC_ACQUIRE) || dp->done_ev == NULL)
+    return false;
+  return cudaEventQuery(dp->done_ev) == cudaErrorNotReady;
+}
+
+void enqueue_comm_last_op(enq_comm_t* dp, char* buf, size_t size) {
+  uint64_t groups = dp ? __atomic_load_n(&dp->groups_launched, __ATOMIC_ACQUIRE) : 0;
+  if (groups == 0) {
+    snprintf(buf, size, "none");
+    return;
+  }
+  int kind = __atomic_load_n(&dp->last_kind, __ATOMIC_RELAXED);
+  size_t count = __atomic_load_n(&dp->last_count, __ATOMIC_RELAXED);
+  int type = __atomic_load_n(&dp->last_type, __ATOMIC_RELAXED);
+  int peer = __atomic_load_n(&dp->last_peer, __ATOMIC_RELAXED);
+  int nops = __atomic_load_n(&dp->last_nops, __ATOMIC_RELAXED);
+  enq_op_t op = {.kind = (enq_kind_t)kind};
+  const char* who =
+      kind == ENQ_SEND   ? " to rank"
+      : kind == ENQ_RECV ? " from rank"
+      : kind == ENQ_BROADCAST || kind == ENQ_REDUCE || kind == ENQ_GATHER || kind == ENQ_SCATTER
+          ? ", root"
+          : NULL;
+  char whom[32] = "";
+  if (who != NULL) snprintf(whom, sizeof(whom), "%s %d", who, peer);
+  snprintf(buf, size, "%s of %zu x %s%s (group %llu of this communicator, %d operation%s)",
+           prof_func_name(enq_func(&op)), count, kern_type_name((ncclDataType_t)type), whom,
+           (unsigned long long)groups, nops, nops == 1 ? "" : "s");
 }
 
 ncclResult_t enqueue_comm_finalize(enq_comm_t* dp) {

@@ -91,6 +91,16 @@ struct enq_comm {
   cudaStream_t last_stream;
   int launched;
 
+  /* The last group launched, for the messages of a failure found later on another thread
+   * (enqueue_comm_last_op): its last operation and how many it had; each field is written and
+   * read atomically (a torn combination only garbles a message). */
+  int last_kind;
+  size_t last_count;
+  int last_type;
+  int last_peer;
+  int last_nops;
+  uint64_t groups_launched;
+
   /* Operations collected by the current group, in call order. */
   enq_op_t* ops;
   int nops;

@@ -98,7 +98,7 @@ static ncclResult_t enq_stream_leave(enq_comm_t* dp, cudaStream_t s, int capturi
   if (capturing) return ncclSuccess;
   CUDA_CHECK(cudaEventRecord(dp->done_ev, s));
   dp->last_stream = s;
-  dp->launched = 1;
+  __atomic_store_n(&dp->launched, 1, __ATOMIC_RELEASE); /* enqueue_comm_busy reads it */
   return ncclSuccess;
 }
 
@@ -572,6 +572,15 @@ ncclResult_t enqueue_plan_launch(enq_comm_t* dp) {
     WARN("rank %d: the communicator was aborted; its operations are not launched", dp->rank);
     res = ncclInvalidUsage;
     goto out;
+  }
+  if (dp->nops > 0) {
+    const enq_op_t* last = &dp->ops[dp->nops - 1];
+    __atomic_store_n(&dp->last_kind, (int)last->kind, __ATOMIC_RELAXED);
+    __atomic_store_n(&dp->last_count, last->count, __ATOMIC_RELAXED);
+    __atomic_store_n(&dp->last_type, (int)last->type, __ATOMIC_RELAXED);
+    __atomic_store_n(&dp->last_peer, last->root, __ATOMIC_RELAXED);
+    __atomic_store_n(&dp->last_nops, dp->nops, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&dp->groups_launched, 1, __ATOMIC_RELEASE);
   }
   /* One rank: no plan (enq_launch_single copies or scales; no ring, no model). */
   if (dp->nranks == 1) {

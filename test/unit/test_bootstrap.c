@@ -4,11 +4,12 @@
  * that must end in a clear error within the timeout instead of a hang: a root that never comes
  * up, a rank that never joins, a peer that dies, strangers writing garbage, aborts.
  *
- *   test-bootstrap GROUP    GROUP: procs, threads, scalable, faults, garbage, commid
+ *   test-bootstrap GROUP    GROUP: procs, threads, scalable, faults, garbage, commid, watch
  */
 #include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -145,6 +146,8 @@ typedef struct {
   char expect[128];       /* (text their error must contain) */
   char expect_other[128]; /* ...`expect_other` */
   ncclUniqueId ids[8];
+  int victim; /* watch cases: the rank that goes away, and how (watch_action_t) */
+  int action;
 } job_t;
 
 typedef int (*rank_fn_t)(int rank, job_t* j);
@@ -847,6 +850,176 @@ static void run_comm_id(int family) {
 static void case_comm_id_v4(void) { run_comm_id(AF_INET); }
 static void case_comm_id_v6(void) { run_comm_id(AF_INET6); }
 
+/* ---- Liveness (bootstrap_watch_*) ---------------------------------------------------------- */
+
+/* What the victim of a watch case does once every rank watches. */
+typedef enum {
+  WATCH_KILL = 1, /* SIGKILL: its sockets close at once -> EXITED */
+  WATCH_STOP,     /* SIGSTOP: it stays connected but silent -> SILENT after CHOIR_PEER_TIMEOUT */
+  WATCH_DESTROY,  /* bootstrap_watch_stop(DESTROY) -> LEFT */
+  WATCH_ABORT,    /* bootstrap_watch_stop(ABORT) -> ABORTED */
+  WATCH_EXIT,     /* exit(0) with the watch open: the atexit goodbye -> QUIT */
+  WATCH_NONE,     /* nobody goes: quiet ranks stay alive past the timeout */
+} watch_action_t;
+
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int n;
+  int rank[64], event[64], reporter[64];
+  double at[64];
+} watch_log_t;
+
+static void watch_record(void* ctx, int rank, int event, int reporter) {
+  watch_log_t* l = ctx;
+  pthread_mutex_lock(&l->lock);
+  if (l->n < 64) {
+    l->rank[l->n] = rank;
+    l->event[l->n] = event;
+    l->reporter[l->n] = reporter;
+    l->at[l->n] = now_s();
+    l->n++;
+  }
+  pthread_cond_broadcast(&l->cond);
+  pthread_mutex_unlock(&l->lock);
+}
+
+/* Wait until the log has an event about `rank` (up to max_s); its index, or -1. */
+static int watch_wait(watch_log_t* l, int rank, double max_s) {
+  double end = now_s() + max_s;
+  pthread_mutex_lock(&l->lock);
+  int found = -1;
+  while (found < 0) {
+    for (int i = 0; i < l->n && found < 0; i++)
+      if (l->rank[i] == rank) found = i;
+    if (found >= 0 || now_s() >= end) break;
+    pthread_mutex_unlock(&l->lock);
+    usleep(2000);
+    pthread_mutex_lock(&l->lock);
+  }
+  pthread_mutex_unlock(&l->lock);
+  return found;
+}
+
+static int watch_rank(int rank, job_t* j) {
+  int bad = 0;
+  bootstrap_t* bs = NULL;
+  EXPECT(bootstrap_init(j->ids, 1, rank, j->nranks, NULL, &bs) == ncclSuccess);
+  if (bs == NULL) return bad;
+  watch_log_t log = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, {0}, {0}, {0}};
+  bootstrap_watch_t* w = NULL;
+  EXPECT(bootstrap_watch_start(bs, watch_record, &log, &w) == ncclSuccess);
+  EXPECT(w != NULL);
+  EXPECT(bootstrap_barrier(bs) == ncclSuccess);
+  const int v = j->victim, n = j->nranks;
+  if (rank == v) {
+    switch (j->action) {
+      case WATCH_KILL: raise(SIGKILL); break;
+      case WATCH_STOP: raise(SIGSTOP); break; /* the runner kills it once the others are done */
+      case WATCH_DESTROY: bootstrap_watch_stop(w, BOOTSTRAP_LEAVE_DESTROY); break;
+      case WATCH_ABORT: bootstrap_watch_stop(w, BOOTSTRAP_LEAVE_ABORT); break;
+      case WATCH_EXIT: fflush(NULL); exit(0);
+      default: break;
+    }
+    if (j->action == WATCH_DESTROY || j->action == WATCH_ABORT) {
+      EXPECT(bootstrap_close(bs) == ncclSuccess);
+      return bad;
+    }
+  }
+  const double t0 = now_s();
+  if (j->action == WATCH_NONE) {
+    /* Twice the timeout of silence on the bootstrap: the heartbeats keep everyone alive. */
+    usleep((useconds_t)(2 * j->max_s * 1e6));
+    EXPECT_MSG(log.n == 0, "%d event(s), the first about rank %d (event %d)", log.n, log.rank[0],
+               log.event[0]);
+  } else {
+    static const int want[] = {0,
+                               BOOTSTRAP_PEER_EXITED,
+                               BOOTSTRAP_PEER_SILENT,
+                               BOOTSTRAP_PEER_LEFT,
+                               BOOTSTRAP_PEER_ABORTED,
+                               BOOTSTRAP_PEER_QUIT};
+    int i = watch_wait(&log, v, j->max_s);
+    EXPECT_MSG(i >= 0, "no event about rank %d within %.1f s", v, j->max_s);
+    if (i >= 0) {
+      EXPECT_MSG(log.event[i] == want[j->action], "event %d, expected %d", log.event[i],
+                 want[j->action]);
+      /* First seen by one of the victim's neighbours, then passed around the ring. */
+      const int prev = (v + n - 1) % n, next = (v + 1) % n;
+      EXPECT(log.reporter[i] == prev || log.reporter[i] == next);
+      EXPECT(bootstrap_watch_event(w, v) == want[j->action]);
+      fprintf(stderr, "[rank %d] rank %d: event %d after %.0f ms, seen by rank %d\n", rank, v,
+              log.event[i], (log.at[i] - t0) * 1e3, log.reporter[i]);
+    }
+    /* Nothing about anyone else, but that they left: the survivors end at their own pace. */
+    pthread_mutex_lock(&log.lock);
+    for (int k = 0; k < log.n; k++)
+      EXPECT_MSG(log.rank[k] == v || log.event[k] == BOOTSTRAP_PEER_LEFT,
+                 "an event about rank %d (%d)", log.rank[k], log.event[k]);
+    pthread_mutex_unlock(&log.lock);
+  }
+  bootstrap_watch_stop(w, BOOTSTRAP_LEAVE_DESTROY);
+  EXPECT(bootstrap_close(bs) == ncclSuccess);
+  return bad;
+}
+
+/* n ranks in processes; the victim may die or stop, which is its success. A stopped victim is
+ * killed once the others are done. */
+static void run_watch(int n, int victim, watch_action_t action, double max_s) {
+  job_t j;
+  job_ids(&j, n, 1, false);
+  j.victim = victim;
+  j.action = action;
+  j.max_s = max_s;
+  char hex[2 * sizeof(job_t) + 1], rank_s[64][16];
+  for (size_t i = 0; i < sizeof(job_t); i++) sprintf(hex + 2 * i, "%02x", ((unsigned char*)&j)[i]);
+  pid_t pids[64];
+  fflush(NULL);
+  for (int r = 0; r < n; r++) {
+    snprintf(rank_s[r], sizeof(rank_s[r]), "%d", r);
+    if ((pids[r] = fork()) == 0) {
+      execl("/proc/self/exe", "test-bootstrap", "--rank", "watch", rank_s[r], hex, (char*)NULL);
+      _exit(127);
+    }
+  }
+  const double t0 = now_s();
+  for (int r = 0; r < n; r++) {
+    if (r == victim) continue;
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    CHECK_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  int st = 0;
+  if (victim >= 0) {
+    if (action == WATCH_STOP) kill(pids[victim], SIGKILL);
+    waitpid(pids[victim], &st, 0);
+    if (action == WATCH_KILL || action == WATCH_STOP)
+      CHECK_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    else
+      CHECK_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  printf("%d ranks, rank %d action %d: %.0f ms\n", n, victim, (int)action, (now_s() - t0) * 1e3);
+  check_roots_end();
+}
+
+/* A killed rank is seen at once (its sockets close), by every rank within a second. */
+static void case_watch_kill(void) { run_watch(5, 2, WATCH_KILL, 1.0); }
+static void case_watch_kill_pair(void) { run_watch(2, 0, WATCH_KILL, 1.0); }
+/* A stopped rank: within the timeout (2 s) and one heartbeat interval (0.5 s). */
+static void case_watch_stop(void) {
+  setenv("CHOIR_PEER_TIMEOUT", "2", 1);
+  run_watch(4, 3, WATCH_STOP, 3.0);
+}
+static void case_watch_goodbyes(void) {
+  run_watch(3, 1, WATCH_DESTROY, 1.0);
+  run_watch(4, 0, WATCH_ABORT, 1.0);
+  run_watch(4, 2, WATCH_EXIT, 1.0);
+}
+static void case_watch_quiet(void) {
+  setenv("CHOIR_PEER_TIMEOUT", "1", 1);
+  run_watch(3, -1, WATCH_NONE, 1.5);
+}
+
 /* ---- Groups --------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -882,6 +1055,12 @@ static const struct {
       {"peer_dies", case_peer_dies}}},
     {"garbage", {{"garbage_root", case_garbage_root}, {"garbage_rank", case_garbage_rank}}},
     {"commid", {{"comm_id_v4", case_comm_id_v4}, {"comm_id_v6", case_comm_id_v6}}},
+    {"watch",
+     {{"watch_kill", case_watch_kill},
+      {"watch_kill_pair", case_watch_kill_pair},
+      {"watch_stop", case_watch_stop},
+      {"watch_goodbyes", case_watch_goodbyes},
+      {"watch_quiet", case_watch_quiet}}},
 };
 
 static rank_fn_t rank_fn_by_name(const char* name) {
@@ -889,7 +1068,8 @@ static rank_fn_t rank_fn_by_name(const char* name) {
     const char* name;
     rank_fn_t fn;
   } fns[] = {{"job", job_rank},     {"pair", pair_rank},       {"failing", failing_rank},
-             {"dying", dying_rank}, {"garbage", garbage_rank}, {"comm_id", comm_id_rank}};
+             {"dying", dying_rank}, {"garbage", garbage_rank}, {"comm_id", comm_id_rank},
+             {"watch", watch_rank}};
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
     if (strcmp(name, fns[i].name) == 0) return fns[i].fn;
   return NULL;

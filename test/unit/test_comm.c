@@ -6,6 +6,8 @@
  * (skipped with exit 77 where there is none).
  */
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +145,92 @@ static void run_procs(int n, const char* log_dir) {
   }
 }
 
+/* ---- a rank that goes away (TEST_COMM_FAULT) ---- */
+/* Rank 1 is killed, destroys its communicator, or exits with it open; the others are idle. */
+static void fault_rank(ncclUniqueId id, int rank, int n, const char* fault) {
+  ncclComm_t c = NULL;
+  CHECK_EQ_INT(set_device(rank % ndev), 0);
+  CHECK_EQ_INT(ncclCommInitRank(&c, n, id, rank), ncclSuccess);
+  if (rank == 1) {
+    fflush(NULL);
+    if (strcmp(fault, "kill") == 0) raise(SIGKILL);
+    if (strcmp(fault, "destroy") == 0) CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+    fflush(NULL);
+    exit(check_failures_ == 0 ? 0 : 1); /* "exit": the communicator stays open */
+  }
+  const double t0 = now_s();
+  ncclResult_t async = ncclSuccess;
+  if (strcmp(fault, "kill") == 0) {
+    /* Seen through the liveness connections within a second (the process's sockets close). */
+    while (async == ncclSuccess && now_s() - t0 < 3.0) {
+      CHECK_EQ_INT(ncclCommGetAsyncError(c, &async), ncclSuccess);
+      usleep(1000);
+    }
+    printf("[rank %d] async error %d after %.0f ms: %s\n", rank, (int)async, (now_s() - t0) * 1e3,
+           ncclGetLastError(c));
+    CHECK_EQ_INT(async, ncclRemoteError);
+    CHECK_TRUE(now_s() - t0 < 1.5);
+    CHECK_CONTAINS(ncclGetLastError(c), "rank 1 (");
+    CHECK_CONTAINS(ncclGetLastError(c), "exited without closing the communicator");
+    CHECK_CONTAINS(ncclGetLastError(c), "shrink it without rank 1");
+    /* The communicator takes no more work, and says why. */
+    CHECK_EQ_INT(ncclAllReduce(NULL, NULL, 0, ncclFloat, ncclSum, c, NULL), ncclRemoteError);
+    CHECK_CONTAINS(ncclGetLastError(c), "exited without closing");
+    double ta = now_s();
+    CHECK_EQ_INT(ncclCommAbort(c), ncclSuccess);
+    CHECK_TRUE(now_s() - ta < 5.0);
+    return;
+  }
+  /* A rank that left while this one was idle breaks nothing by itself... */
+  usleep(500 * 1000);
+  CHECK_EQ_INT(ncclCommGetAsyncError(c, &async), ncclSuccess);
+  CHECK_EQ_INT(async, ncclSuccess);
+  /* ...but an operation that needs it fails at once instead of waiting forever. */
+  const bool destroyed = strcmp(fault, "destroy") == 0;
+  CHECK_EQ_INT(ncclAllReduce(NULL, NULL, 0, ncclFloat, ncclSum, c, NULL),
+               destroyed ? ncclInvalidUsage : ncclRemoteError);
+  CHECK_CONTAINS(ncclGetLastError(c), "rank 1 (");
+  CHECK_CONTAINS(ncclGetLastError(c), destroyed ? "destroyed the communicator"
+                                                : "exited with the communicator still open");
+  CHECK_EQ_INT(ncclSend(NULL, 0, ncclFloat, 1, c, NULL),
+               destroyed ? ncclInvalidUsage : ncclRemoteError);
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+}
+
+/* n ranks in processes (TEST_COMM_FAULT=fault); rank 1's own end is checked by its status. */
+static void run_fault(int n, const char* fault) {
+  ncclUniqueId id;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  char hex[2 * sizeof(id) + 1], n_s[16], rank_s[16][16], ndev_s[16];
+  for (size_t i = 0; i < sizeof(id); i++)
+    sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
+  snprintf(n_s, sizeof(n_s), "%d", n);
+  snprintf(ndev_s, sizeof(ndev_s), "%d", ndev);
+  pid_t pids[16];
+  fflush(NULL);
+  for (int r = 0; r < n; r++) {
+    snprintf(rank_s[r], sizeof(rank_s[r]), "%d", r);
+    if ((pids[r] = fork()) == 0) {
+      setenv("TEST_COMM_FAULT", fault, 1);
+      execl("/proc/self/exe", "test-comm", "--rank", rank_s[r], n_s, hex, ndev_s, (char*)NULL);
+      _exit(127);
+    }
+  }
+  for (int r = 0; r < n; r++) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    if (r == 1 && strcmp(fault, "kill") == 0)
+      CHECK_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    else
+      CHECK_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+}
+
+static void case_fault_kill(void) { run_fault(ndev >= 3 ? 3 : 2, "kill"); }
+/* Two ranks: with more, the survivors' own destroys would race with each other's checks. */
+static void case_fault_destroy(void) { run_fault(2, "destroy"); }
+static void case_fault_exit(void) { run_fault(2, "exit"); }
+
 /* The process of one rank of run_procs. */
 static int rank_main(const char* rank_s, const char* n_s, const char* hex, const char* ndev_s) {
   ncclUniqueId id;
@@ -163,7 +251,11 @@ static int rank_main(const char* rank_s, const char* n_s, const char* hex, const
     fflush(NULL);
     return check_failures_ == 0 && check_count_ > 0 ? 0 : 1;
   }
-  proc_rank(id, atoi(rank_s), atoi(n_s));
+  const char* fault = getenv("TEST_COMM_FAULT");
+  if (fault != NULL)
+    fault_rank(id, atoi(rank_s), atoi(n_s), fault);
+  else
+    proc_rank(id, atoi(rank_s), atoi(n_s));
   fflush(NULL);
   return check_failures_ == 0 && check_count_ > 0 ? 0 : 1;
 }
@@ -659,5 +751,10 @@ int main(int argc, char** argv) {
   fork_case("revoke", case_revoke);
   fork_case("scalable", case_scalable);
   fork_case("misuse", case_misuse);
+  if (ndev >= 2) {
+    fork_case("fault_kill", case_fault_kill);
+    fork_case("fault_destroy", case_fault_destroy);
+    fork_case("fault_exit", case_fault_exit);
+  }
   return check_finish(ndev == 8 ? "comm" : "comm-gpu");
 }

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -710,8 +711,12 @@ typedef struct {
   int kind;     /* the kern_transport_t every connection must get */
   int nchan;    /* ring connections per direction */
   int npairs;   /* all-pairs connections per peer and direction */
+  int body;     /* what a rank process runs: 0 rank_run, 1 net_death_rank */
+  int killed;   /* the rank whose process dies by SIGKILL on purpose (-1: none) */
   ncclUniqueId id;
 } job_t;
+
+static int net_death_rank(int rank, const job_t* j);
 
 static int policy_allow(void* ctx, int peer, int* use_read_p) {
   (void)peer;
@@ -963,6 +968,7 @@ static void job_make(job_t* j, int nranks, int policy, int nchan, int npairs) {
   j->kind = policy ? KERN_TRANSPORT_P2P : KERN_TRANSPORT_SHM;
   j->nchan = nchan;
   j->npairs = npairs;
+  j->killed = -1;
   CHECK_EQ_INT(bootstrap_get_unique_id(&j->id), ncclSuccess);
 }
 
@@ -1003,7 +1009,8 @@ static int run_procs(const job_t* j) {
   for (int r = 0; r < j->nranks; r++) {
     int st = 0;
     waitpid(pids[r], &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    if (r == j->killed ? !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL
+                       : !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       fprintf(stderr, "rank %d (pid %d) failed: status 0x%x\n", r, (int)pids[r], st);
       failed++;
     }
@@ -1019,7 +1026,7 @@ static int rank_main(const char* rank_s, const char* hex) {
   alarm(60);
   transport_set_cuda_ops(&fake_ops);
   int rank = atoi(rank_s);
-  int bad = rank_run(rank, &j);
+  int bad = j.body == 1 ? net_death_rank(rank, &j) : rank_run(rank, &j);
   t_rank = rank;
   /* One process per rank: everything is released, and the names were gone at once. */
   EXPECT(fake_live() == 0);
@@ -1680,6 +1687,80 @@ static void case_net_loop(void) {
   dlclose(shim);
 }
 
+/* A peer that dies while a launch moves data through the proxy: rank 1 is killed once both are
+ * connected (before it could say anything); rank 0's proxy sees its connections fail, raises the
+ * kernels' abort flag and reports the error within seconds, and the transport then tears down
+ * within 5 s: no hang anywhere. */
+static int net_death_rank(int rank, const job_t* j) {
+  int bad = 0;
+  t_rank = rank;
+  fake_dev = rank;
+  bootstrap_t* bs = NULL;
+  EXPECT(bootstrap_init(&j->id, 1, rank, 2, NULL, &bs) == ncclSuccess);
+  if (bs == NULL) return bad;
+  transport_peer_t peers[2];
+  peers[rank] = (transport_peer_t){sys_host_hash() ^ (uint64_t)(rank + 1), sys_pid_hash(),
+                                   fake_bus_id(rank), rank, getpid()};
+  EXPECT(bootstrap_allgather(bs, peers, sizeof(peers[0])) == ncclSuccess);
+  transport_t* t = NULL;
+  uint32_t kabort = 0;
+  EXPECT(transport_create(bs, rank, 2, rank, peers, NULL, NULL, NULL, &t) == ncclSuccess);
+  EXPECT(transport_set_net(t, NULL, 0xc402, -1, &kabort) == ncclSuccess);
+  transport_req_t reqs[2];
+  kern_conn_t out[2];
+  reqs[0] = req_make(1 - rank, 1, 0, 0, 0, NET_SLOT, &out[0]);
+  reqs[1] = req_make(1 - rank, 0, 0, 0, 0, NET_SLOT, &out[1]);
+  ncclResult_t res = transport_connect(t, reqs, 2, 1);
+  EXPECT(res == ncclSuccess);
+  if (res == ncclSuccess) {
+    EXPECT(bootstrap_barrier(bs) == ncclSuccess);
+    /* The kernels' part on both ranks: steps both ways (contents unchecked), as long as the
+     * abort flag is down; rank 1 is killed in the middle, after 200 steps each way. */
+    proxy_launch_begin(t->proxy);
+    const double t0 = now_s();
+    uint64_t sent = 0, got = 0, kill_at = rank == 1 ? 200 : UINT64_MAX;
+    while (__atomic_load_n(&kabort, __ATOMIC_ACQUIRE) == 0 && now_s() - t0 < 10) {
+      if (sent >= kill_at && got >= kill_at) {
+        fflush(NULL);
+        raise(SIGKILL);
+      }
+      if (sent < __atomic_load_n(out[0].head, __ATOMIC_ACQUIRE) + KERN_NSLOTS) {
+        char* slot = out[0].buff[KERN_PROTO_SIMPLE] + (sent % KERN_NSLOTS) * NET_SLOT;
+        memset(slot, 0x5a, NET_SLOT);
+        __atomic_store_n(&out[0].sizes[sent % KERN_NSLOTS], NET_SLOT, __ATOMIC_RELAXED);
+        __atomic_store_n(out[0].tail, ++sent, __ATOMIC_RELEASE);
+      }
+      if (got < __atomic_load_n(out[1].tail, __ATOMIC_ACQUIRE))
+        __atomic_store_n(out[1].head, ++got, __ATOMIC_RELEASE);
+    }
+    const double el = now_s() - t0;
+    const ncclResult_t async = transport_async_error(t);
+    printf("[rank %d] peer killed: abort flag after %.0f ms (%llu steps out, %llu in), error %d\n",
+           rank, el * 1e3, (unsigned long long)sent, (unsigned long long)got, (int)async);
+    EXPECT_MSG(kabort != 0 && el < 3.0, "the abort flag is %u after %.1f s", kabort, el);
+    EXPECT(got >= 200); /* it died mid-stream, not before */
+    EXPECT(async == ncclRemoteError || async == ncclSystemError);
+    proxy_launch_end(t->proxy);
+  }
+  const double td = now_s();
+  transport_destroy(t);
+  EXPECT(now_s() - td < 5.0);
+  EXPECT(bootstrap_close(bs) == ncclSuccess);
+  return bad;
+}
+
+static void case_net_death(void) {
+  if (getenv("CHOIR_PLUGIN_DIR") == NULL) {
+    printf("net: set CHOIR_PLUGIN_DIR to the folder of libnccl-net-socket.so (meson does)\n");
+    exit(77);
+  }
+  job_t j;
+  job_make(&j, 2, 0, 0, 0);
+  j.body = 1;
+  j.killed = 1;
+  CHECK_EQ_INT(run_procs(&j), 0);
+}
+
 /* ---- NIC placement -------------------------------------------------------------------------- */
 
 /* transport_net_nearest on a topology file: each GPU gets the NIC ports in its own switch, in
@@ -1769,7 +1850,7 @@ static const struct {
       {"both-off", case_knob_both_off},
       {"connect-shm", case_knob_connect_shm},
       {"connect-none", case_knob_connect_none}}},
-    {"net", {{"loop-2", case_net_loop}}},
+    {"net", {{"loop-2", case_net_loop}, {"peer-death", case_net_death}}},
     {"place", {{"nearest", case_place_nearest}}},
 };
 
