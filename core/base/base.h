@@ -224,6 +224,8 @@ bool sock_addr_equal(const sock_addr_t* a, const sock_addr_t* b);
 bool sock_addr_valid(const sock_addr_t* addr, bool port_may_be_zero);
 /* "host:port", "ipv4:port" or "[ipv6]:port"; the host is resolved (NCCL_SOCKET_FAMILY applies). */
 ncclResult_t sock_addr_parse(const char* str, sock_addr_t* addr_p);
+/* The same with getaddrinfo flags (AI_NUMERICHOST: no name lookups, for the fuzz target). */
+ncclResult_t sock_addr_parse_flags(const char* str, int ai_flags, sock_addr_t* addr_p);
 
 /* NCCL_SOCKET_FAMILY as AF_INET, AF_INET6 or AF_UNSPEC (unset or invalid, with a WARN). */
 int sock_family_param(void);

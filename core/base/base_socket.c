@@ -100,6 +100,10 @@ int sock_family_param(void) {
 }
 
 ncclResult_t sock_addr_parse(const char* str, sock_addr_t* addr_p) {
+  return sock_addr_parse_flags(str, 0, addr_p);
+}
+
+ncclResult_t sock_addr_parse_flags(const char* str, int ai_flags, sock_addr_t* addr_p) {
   char host[256];
   const char* port_s;
   int family = sock_family_param();
@@ -142,6 +146,7 @@ ncclResult_t sock_addr_parse(const char* str, sock_addr_t* addr_p) {
   memset(&hints, 0, sizeof(hints));
   hints.ai_family = family;
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = ai_flags;
   int rc = getaddrinfo(host, NULL, &hints, &res);
   if (rc != 0 || res == NULL) {
     WARN("socket address '%s': cannot resolve '%s': %s", str, host,

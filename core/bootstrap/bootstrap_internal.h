@@ -138,6 +138,14 @@ static inline int bs_bruck_steps(int n) {
   return k;
 }
 
+/* The root's checks of what a connection sends it (pure functions, fuzzed in test/fuzz): why a
+ * header is refused (NULL: a JOIN or ROOT_JOIN for this root's tag); whether a JOIN describes a
+ * possible rank (counts within limits, the rank served by the root it names, valid addresses);
+ * whether a ROOT_JOIN describes a possible previous root. */
+const char* bs_root_hdr_problem(const bs_hdr_t* h, uint64_t tag);
+bool bs_join_consistent(const bs_join_t* j);
+bool bs_root_join_consistent(const bs_root_join_t* j);
+
 /* Start a root service listening on addr (port 0: ephemeral) for the id with this tag; the
  * address it listens on goes to *bound_p. */
 ncclResult_t bs_root_start(const sock_addr_t* addr, uint64_t tag, sock_addr_t* bound_p);
@@ -208,6 +216,10 @@ struct bootstrap {
 
 ncclResult_t bs_create(int rank, int nranks, uint64_t tag, volatile uint32_t* abort_flag,
                        const sock_addr_t* listen_addr, bootstrap_t** bs_p);
+/* One round of progress (read what arrived on the listening socket and the incoming
+ * connections, for up to ms), as a thread waiting for a message makes: for the fuzz target of
+ * the rank side's reader. */
+ncclResult_t bs_progress_once(bootstrap_t* bs, int ms);
 /* "rank 3 (1.2.3.4:5)"; the root for peer == nranks. */
 const char* bs_peer_str(const bootstrap_t* bs, int peer, char* buf, size_t size);
 #define BS_PEER_STRLEN 128

@@ -444,6 +444,14 @@ static ncclResult_t bs_progress(bootstrap_t* bs, const sock_deadline_t* dl, int 
   return res;
 }
 
+ncclResult_t bs_progress_once(bootstrap_t* bs, int ms) {
+  sock_deadline_t dl = sock_deadline((uint64_t)ms, NULL);
+  pthread_mutex_lock(&bs->lock);
+  ncclResult_t res = bs_progress(bs, &dl, -1);
+  pthread_mutex_unlock(&bs->lock);
+  return res;
+}
+
 /* Abort and deadline of a wait on `peer` (lock held); WARNs what was awaited. */
 static ncclResult_t bs_wait_check(bootstrap_t* bs, const sock_deadline_t* dl, const char* doing,
                                   int peer, uint16_t kind, uint64_t tag, uint16_t step) {

@@ -202,16 +202,33 @@ static void bs_root_tell(bs_root_t* root, int rank) {
   root->ntold++;
 }
 
+bool bs_join_consistent(const bs_join_t* j) {
+  return j->nranks >= 1 && j->nranks <= BS_MAX_RANKS && j->nids >= 1 && j->nids <= j->nranks &&
+         j->root_index >= 0 && j->root_index < j->nids && j->rank >= 0 && j->rank < j->nranks &&
+         bs_group_of(j->rank, j->nids, j->nranks) == j->root_index &&
+         sock_addr_valid(&j->addr, false) &&
+         (j->nids == 1 || sock_addr_valid(&j->next_root, false));
+}
+
+const char* bs_root_hdr_problem(const bs_hdr_t* h, uint64_t tag) {
+  if (h->magic != BS_WIRE_MAGIC) return "not a bootstrap message";
+  if (!((h->kind == BS_MSG_JOIN && h->size == sizeof(bs_join_t)) ||
+        (h->kind == BS_MSG_ROOT_JOIN && h->size == sizeof(bs_root_join_t))))
+    return "not a request to join";
+  if (h->tag != tag) return "it holds a different unique id";
+  return NULL;
+}
+
+bool bs_root_join_consistent(const bs_root_join_t* j) {
+  return j->nids >= 2 && j->nranks >= j->nids && j->from_index >= 0 && j->from_index < j->nids;
+}
+
 /* A complete JOIN arrived on p. */
 static ncclResult_t bs_root_on_join(bs_root_t* root, bs_pending_t* p, bs_pending_state_t* st_p) {
   const bs_join_t* j = &p->body.join;
   char why[BS_REASON_MAX] = "";
   char a[SOCK_ADDR_STRLEN];
-  if (j->nranks < 1 || j->nranks > BS_MAX_RANKS || j->nids < 1 || j->nids > j->nranks ||
-      j->root_index < 0 || j->root_index >= j->nids || j->rank < 0 || j->rank >= j->nranks ||
-      bs_group_of(j->rank, j->nids, j->nranks) != j->root_index ||
-      !sock_addr_valid(&j->addr, false) ||
-      (j->nids > 1 && !sock_addr_valid(&j->next_root, false))) {
+  if (!bs_join_consistent(j)) {
     snprintf(why, sizeof(why), "its request is inconsistent (rank %d of %d, root %d of %d)",
              j->rank, j->nranks, j->root_index, j->nids);
   } else if (root->known && (j->comm_tag != root->comm_tag || j->nranks != root->nranks ||
@@ -258,8 +275,7 @@ static ncclResult_t bs_root_on_join(bs_root_t* root, bs_pending_t* p, bs_pending
 static void bs_root_on_root_join(bs_root_t* root, bs_pending_t* p, bs_pending_state_t* st_p) {
   const bs_root_join_t* j = &p->body.root_join;
   char a[SOCK_ADDR_STRLEN];
-  if (root->prev.fd >= 0 || j->nids < 2 || j->nranks < j->nids || j->from_index < 0 ||
-      j->from_index >= j->nids) {
+  if (root->prev.fd >= 0 || !bs_root_join_consistent(j)) {
     WARN("bootstrap root %s: dropped the connection from %s claiming to be root %d of %d%s",
          root->where, sock_addr_str(&p->sock.addr, a, sizeof(a)), j->from_index, j->nids,
          root->prev.fd >= 0 ? ": that root is already connected" : "");
@@ -297,14 +313,7 @@ static ncclResult_t bs_root_read(bs_root_t* root, bs_pending_t* p, bs_pending_st
       p->hdr_got += n;
       if (p->hdr_got < sizeof(p->hdr)) continue;
       const bs_hdr_t* h = &p->hdr;
-      const char* bad = NULL;
-      if (h->magic != BS_WIRE_MAGIC)
-        bad = "not a bootstrap message";
-      else if (!((h->kind == BS_MSG_JOIN && h->size == sizeof(bs_join_t)) ||
-                 (h->kind == BS_MSG_ROOT_JOIN && h->size == sizeof(bs_root_join_t))))
-        bad = "not a request to join";
-      else if (h->tag != root->tag)
-        bad = "it holds a different unique id";
+      const char* bad = bs_root_hdr_problem(h, root->tag);
       if (bad != NULL && h->magic != BS_WIRE_MAGIC) {
         WARN("bootstrap root %s: dropped a connection from %s: %s (magic 0x%08x)", root->where,
              sock_addr_str(&p->sock.addr, a, sizeof(a)), bad, h->magic);

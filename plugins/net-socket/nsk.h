@@ -102,6 +102,10 @@ typedef struct {
   uint32_t reserved;
 } nsk_hello_t;
 
+/* A hello that can be from a sender of this listener: its magic and listen id, counts within
+ * the limits, an index within its own count of sockets. */
+bool nsk_hello_ok(const nsk_hello_t* h, uint64_t listen_id);
+
 struct nsk_comm;
 struct nsk_req;
 

@@ -275,6 +275,24 @@ static void nsk_pending_drop(nsk_listen_t* l, int i, bool close_fd) {
   l->pend[i] = l->pend[--l->npend];
 }
 
+/* Data sockets of a connection (besides its control socket) by the sender's counts. */
+static int nsk_hello_ndata(const nsk_hello_t* h) {
+  return h->nthreads > 0 ? h->nthreads * h->nsocks : h->nsocks;
+}
+
+bool nsk_hello_ok(const nsk_hello_t* h, uint64_t listen_id) {
+  return h->magic == NSK_MAGIC && h->listen_id == listen_id && h->nsocks >= 1 &&
+         h->nthreads <= NSK_MAX_THREADS && nsk_hello_ndata(h) <= NSK_MAX_SOCKS &&
+         (int)h->index <= nsk_hello_ndata(h) && h->inline_max <= NSK_MAX_INLINE;
+}
+
+/* Whether socket hello s belongs to the connection whose control socket said c: the same
+ * connection id, and the same counts (a socket that disagrees is not part of it). */
+static bool nsk_hello_same_conn(const nsk_hello_t* c, const nsk_hello_t* s) {
+  return s->conn_id == c->conn_id && s->nthreads == c->nthreads && s->nsocks == c->nsocks &&
+         s->inline_max == c->inline_max;
+}
+
 /* Takes new connections and reads hellos; drops sockets that fail or are not ours. */
 static ncclResult_t nsk_listen_poll(nsk_listen_t* l) {
   while (l->npend < NSK_MAX_PENDING) {
@@ -300,11 +318,7 @@ static ncclResult_t nsk_listen_poll(nsk_listen_t* l) {
       }
       p->got += n;
       if (p->got == sizeof(p->hello)) {
-        const nsk_hello_t* h = &p->hello;
-        int ndata = h->nthreads > 0 ? h->nthreads * h->nsocks : h->nsocks;
-        if (h->magic != NSK_MAGIC || h->listen_id != l->listen_id || h->nsocks < 1 ||
-            h->nthreads > NSK_MAX_THREADS || ndata > NSK_MAX_SOCKS || (int)h->index > ndata ||
-            h->inline_max > NSK_MAX_INLINE) {
+        if (!nsk_hello_ok(&p->hello, l->listen_id)) {
           NSK_WARN(
               "net-socket: accept: dropping a connection that is not a net-socket peer of "
               "this listener");
@@ -327,13 +341,15 @@ ncclResult_t nsk_accept(void* listen_comm, void** recv_comm) {
     const nsk_pending_t* ctrl = &l->pend[i];
     if (ctrl->got < sizeof(nsk_hello_t) || ctrl->hello.index != 0) continue;
     nsk_hello_t h = ctrl->hello;
-    int ndata = h.nthreads > 0 ? h.nthreads * h.nsocks : h.nsocks;
+    int ndata = nsk_hello_ndata(&h);
     int fds[NSK_MAX_SOCKS + 1];
     int found = 0;
-    for (int j = 0; j <= ndata; j++) fds[j] = -1;
+    for (int j = 0; j <= NSK_MAX_SOCKS; j++) fds[j] = -1;
+    /* Every hello was checked against its own counts (index <= its ndata); one that claims the
+     * same connection with other counts is somebody else's, not a socket of this one. */
     for (int j = 0; j < l->npend; j++) {
       const nsk_pending_t* p = &l->pend[j];
-      if (p->got == sizeof(nsk_hello_t) && p->hello.conn_id == h.conn_id &&
+      if (p->got == sizeof(nsk_hello_t) && nsk_hello_same_conn(&h, &p->hello) &&
           fds[p->hello.index] < 0) {
         fds[p->hello.index] = p->fd;
         found++;
@@ -351,7 +367,7 @@ ncclResult_t nsk_accept(void* listen_comm, void** recv_comm) {
     res = nsk_comm_create(false, fds[0], &fds[1], h.nthreads, h.nsocks, h.inline_max, peer, &comm);
     /* Either way, these sockets leave the pending list: the comm owns them, or they are closed. */
     for (int j = 0; j < l->npend;) {
-      if (l->pend[j].got == sizeof(nsk_hello_t) && l->pend[j].hello.conn_id == h.conn_id)
+      if (l->pend[j].got == sizeof(nsk_hello_t) && nsk_hello_same_conn(&h, &l->pend[j].hello))
         nsk_pending_drop(l, j, res != ncclSuccess || fds[l->pend[j].hello.index] != l->pend[j].fd);
       else
         j++;

@@ -10,13 +10,16 @@
  * Everything runs from one thread: nothing the plugin offers may block.
  */
 #include <dlfcn.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "capture_log.h"
 #include "check.h"
@@ -393,6 +396,60 @@ static void test_close_listen_pending(void) {
   }
 }
 
+/* White-box: net-socket's handle and hello (plugins/net-socket/nsk.h), written by hand here to
+ * play a peer that lies. */
+typedef struct {
+  uint64_t magic, listen_id;
+  union {
+    struct sockaddr sa;
+    struct sockaddr_in sin;
+    struct sockaddr_in6 sin6;
+  } addr;
+} nsk_handle_view_t;
+typedef struct {
+  uint64_t magic, listen_id, conn_id;
+  uint32_t index;
+  uint16_t nthreads, nsocks;
+  uint32_t inline_max, reserved;
+} nsk_hello_view_t;
+
+static int raw_hello(const nsk_handle_view_t* h, uint32_t index, uint16_t nsocks) {
+  int fd = socket(h->addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  socklen_t len = h->addr.sa.sa_family == AF_INET ? sizeof(h->addr.sin) : sizeof(h->addr.sin6);
+  CHECK_TRUE(fd >= 0 && connect(fd, &h->addr.sa, len) == 0);
+  nsk_hello_view_t hello = {h->magic, h->listen_id, 0xfeedull, index, 0, nsocks, 16384, 0};
+  CHECK_TRUE(send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) == (ssize_t)sizeof(hello));
+  return fd;
+}
+
+/* A socket that claims a pending connection's id with other counts is not one of its sockets:
+ * accept must not build the connection from it (it once did, reading slots past the connection's
+ * own count), and still builds it when the real socket comes. */
+static void test_mismatched_hellos(void) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* l = NULL;
+  CHECK_EQ_INT(net->listen(ctx, 0, handle, &l), ncclSuccess);
+  nsk_handle_view_t h;
+  memcpy(&h, handle, sizeof(h));
+  int ctrl = raw_hello(&h, 0, 1), liar = raw_hello(&h, 1, 3);
+  void* r = NULL;
+  ncclNetDeviceHandle_v12_t* dh = NULL;
+  double t0 = now_s();
+  ncclResult_t res = ncclSuccess;
+  while (res == ncclSuccess && r == NULL && now_s() - t0 < 0.3) res = net->accept(l, &r, &dh);
+  CHECK_EQ_INT(res, ncclSuccess);
+  CHECK_MSG(r == NULL, "accept built a connection from a socket with other counts");
+  int data = raw_hello(&h, 1, 1);
+  t0 = now_s();
+  while (res == ncclSuccess && r == NULL && now_s() - t0 < HANG_S) res = net->accept(l, &r, &dh);
+  CHECK_MSG(res == ncclSuccess && r != NULL, "accept did not build the connection (%d)", (int)res);
+  if (r != NULL) CHECK_EQ_INT(net->closeRecv(r), ncclSuccess);
+  CHECK_EQ_INT(net->closeListen(l), ncclSuccess);
+  close(ctrl);
+  close(liar);
+  close(data);
+}
+
 /* The v8 table: one-time init, int sizes, no ctx. */
 static void test_v8(void* lib) {
   const ncclNet_v8_t* v8 = dlsym(lib, "ncclNetPlugin_v8");
@@ -494,6 +551,7 @@ int main(int argc, char** argv) {
     test_peer_close(true);
     test_peer_close(false);
     test_close_listen_pending();
+    test_mismatched_hellos();
     test_v8(lib);
     throughput();
   }
