@@ -68,6 +68,10 @@
 #              script's MPS daemon when a world size exceeds NGPUS; its lines go into the summary
 #   sanitize-check  compute-sanitizer memcheck and racecheck on a 2-rank quick subset of
 #              coll_check (2 GPUs; with one GPU, 2 ranks sharing it)
+#   faults[:N] test/multigpu/fault_check: 3 ranks (sharing the GPUs under MPS when fewer), the
+#              last killed in the middle of an all-reduce, N repetitions (default 20) over p2p,
+#              shm and the network: every survivor reports the error within 3 s, naming the
+#              rank, and aborts within 5 s; no hang
 #   net-repeat[:N]  coll_check --quick over the network (p2p and shm off) N times (default 20),
 #              procs and threads in turn, 2 ranks on 2 GPUs (one GPU: sharing it, procs under MPS,
 #              threads only without it), 20 s each: catches intermittent stalls; on a stall it
@@ -316,6 +320,27 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
       done
       note "net-repeat: $i run(s), stalled=$stalled failed=$failed (ranks per GPU: $rpg)"
       mps_stop >/dev/null
+      ;;
+    faults | faults:*)
+      reps=20
+      [ "$step" != faults ] && reps=${step#faults:}
+      # 3 ranks (the last one killed mid all-reduce), sharing the GPUs when there are fewer
+      # (processes under MPS); over p2p, shm and the network.
+      if [ "$ngpus" -lt 3 ] && ! need_mps; then
+        note "faults: skipped: 3 ranks on $ngpus GPU(s) need MPS ($mps_why)"
+      else
+        for tr in p2p shm net; do
+          env_tr=""
+          [ "$tr" = shm ] && env_tr="NCCL_P2P_DISABLE=1"
+          [ "$tr" = net ] && env_tr="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
+          log="$out/faults-$tr.log"
+          env $env_tr NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} LD_LIBRARY_PATH="$PWD/$build" \
+            timeout 1500 "$build/test/multigpu/fault_check" -n 3 --reps "$reps" >"$log" 2>&1
+          note "faults $tr: rc=$? $(tail -1 "$log")"
+          grep -E "FAILED|hung|STUCK" "$log" | head -5 | cut -c1-240 | sed 's/^/    /' | tee -a "$summary"
+        done
+        mps_stop >/dev/null
+      fi
       ;;
     sanitize)
       for tool in memcheck racecheck; do
