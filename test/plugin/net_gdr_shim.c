@@ -129,6 +129,8 @@ typedef struct gdr_dst {
 
 /* Every request the shim hands out is one of these (test() must tell them apart). */
 typedef struct gdr_req {
+  struct gdr_req *prev, *next; /* gdr_live: every request not yet completed */
+  void* comm;                  /* the comm it was posted on: its close frees what is left */
   int kind;
   void* inner; /* the inner plugin's request (NULL for flushes) */
   int n;       /* receives: buffers in dst[] */
@@ -467,7 +469,38 @@ static char* gdr_bounce_of(const gdr_mr_t* mr, void* data, size_t size) {
   return mr->bounce + (p - base);
 }
 
-static gdr_req_t* gdr_req_new(int kind, int n) {
+/* Requests handed out and not completed, so that closing a comm frees those its caller gave up
+ * on (after a failure the caller stops testing them). */
+static gdr_req_t* gdr_live;
+static pthread_mutex_t gdr_live_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void gdr_req_free(gdr_req_t* r) {
+  pthread_mutex_lock(&gdr_live_lock);
+  if (r->prev != NULL)
+    r->prev->next = r->next;
+  else if (gdr_live == r)
+    gdr_live = r->next;
+  if (r->next != NULL) r->next->prev = r->prev;
+  pthread_mutex_unlock(&gdr_live_lock);
+  free(r);
+}
+
+static void gdr_req_free_comm(void* comm) {
+  pthread_mutex_lock(&gdr_live_lock);
+  for (gdr_req_t *r = gdr_live, *next; r != NULL; r = next) {
+    next = r->next;
+    if (r->comm != comm) continue;
+    if (r->prev != NULL)
+      r->prev->next = r->next;
+    else
+      gdr_live = r->next;
+    if (r->next != NULL) r->next->prev = r->prev;
+    free(r);
+  }
+  pthread_mutex_unlock(&gdr_live_lock);
+}
+
+static gdr_req_t* gdr_req_new(void* comm, int kind, int n) {
   size_t bytes =
       sizeof(gdr_req_t) + (size_t)n * (sizeof(gdr_dst_t) + 2 * sizeof(void*) + sizeof(int));
   gdr_req_t* r = calloc(1, bytes);
@@ -475,6 +508,12 @@ static gdr_req_t* gdr_req_new(int kind, int n) {
     gdr_warn("out of memory for a request");
     return NULL;
   }
+  r->comm = comm;
+  pthread_mutex_lock(&gdr_live_lock);
+  r->next = gdr_live;
+  if (gdr_live != NULL) gdr_live->prev = r;
+  gdr_live = r;
+  pthread_mutex_unlock(&gdr_live_lock);
   r->kind = kind;
   r->n = n;
   r->data = (void**)&r->dst[n];
@@ -495,12 +534,12 @@ static ncclResult_t gdr_isend(void* send_comm, void* data, size_t size, int tag,
     ncclResult_t res = gdr_copy(mr, false, data, src, size);
     if (res != ncclSuccess) return res;
   }
-  gdr_req_t* r = gdr_req_new(GDR_REQ_SEND, 0);
+  gdr_req_t* r = gdr_req_new(send_comm, GDR_REQ_SEND, 0);
   if (r == NULL) return ncclSystemError;
   ncclResult_t res =
       gdr_inner()->isend(send_comm, src, size, tag, mr ? mr->inner : NULL, phandle, &r->inner);
   if (res != ncclSuccess || r->inner == NULL) {
-    free(r);
+    gdr_req_free(r);
     *request = NULL;
     return res;
   }
@@ -518,7 +557,7 @@ static ncclResult_t gdr_irecv(void* recv_comm, int n, void** data, size_t* sizes
     gdr_warn("irecv: %d buffers", n);
     return ncclInvalidArgument;
   }
-  gdr_req_t* r = gdr_req_new(GDR_REQ_RECV, n);
+  gdr_req_t* r = gdr_req_new(recv_comm, GDR_REQ_RECV, n);
   if (r == NULL) return ncclSystemError;
   for (int i = 0; i < n; i++) {
     gdr_mr_t* mr = mhandles ? mhandles[i] : NULL;
@@ -527,7 +566,7 @@ static ncclResult_t gdr_irecv(void* recv_comm, int n, void** data, size_t* sizes
     if (mr == NULL || mr->dev == NULL) continue;
     char* bounce = gdr_bounce_of(mr, data[i], sizes[i]);
     if (bounce == NULL) {
-      free(r);
+      gdr_req_free(r);
       return ncclInvalidArgument;
     }
     r->dst[i] = (gdr_dst_t){.mr = mr, .dev = data[i], .bounce = bounce, .room = sizes[i]};
@@ -541,7 +580,7 @@ static ncclResult_t gdr_irecv(void* recv_comm, int n, void** data, size_t* sizes
   ncclResult_t res = gdr_inner()->irecv(recv_comm, n, r->data, sizes, tags,
                                         mhandles ? r->mhs : NULL, phandles, request);
   if (res != ncclSuccess || *request == NULL) {
-    free(r);
+    gdr_req_free(r);
     return res;
   }
   r->inner = *request;
@@ -556,7 +595,7 @@ static ncclResult_t gdr_iflush(void* recv_comm, int n, void** data, int* sizes, 
   (void)sizes;
   (void)mhandles;
   /* test() has already copied every completed receive into device memory. */
-  gdr_req_t* r = gdr_req_new(GDR_REQ_FLUSH, 0);
+  gdr_req_t* r = gdr_req_new(recv_comm, GDR_REQ_FLUSH, 0);
   if (r == NULL) return ncclSystemError;
   gdr_count(GDRSHIM_FLUSHES, 1);
   atomic_fetch_add_explicit(&gdr_flush_buffers, n > 0 ? (uint64_t)n : 0, memory_order_relaxed);
@@ -586,7 +625,7 @@ static ncclResult_t gdr_test(void* request, int* done, int* sizes) {
   gdr_req_t* r = request;
   if (r->kind == GDR_REQ_FLUSH) {
     *done = 1;
-    free(r);
+    gdr_req_free(r);
     return ncclSuccess;
   }
   bool copy = r->kind == GDR_REQ_RECV && r->any_dev;
@@ -596,14 +635,19 @@ static ncclResult_t gdr_test(void* request, int* done, int* sizes) {
   ncclResult_t res = gdr_inner()->test(r->inner, done, got);
   if (res != ncclSuccess || !*done) return res;
   if (copy) res = gdr_recv_done(r, got);
-  free(r);
+  gdr_req_free(r);
   return res;
 }
 
-static ncclResult_t gdr_close_send(void* send_comm) { return gdr_inner()->closeSend(send_comm); }
+static ncclResult_t gdr_close_send(void* send_comm) {
+  ncclResult_t res = gdr_inner()->closeSend(send_comm);
+  gdr_req_free_comm(send_comm);
+  return res;
+}
 
 static ncclResult_t gdr_close_recv(void* recv_comm) {
   ncclResult_t res = gdr_inner()->closeRecv(recv_comm);
+  gdr_req_free_comm(recv_comm);
   const char* report = getenv(GDR_REPORT_ENV);
   if (report != NULL && strcmp(report, "1") == 0) {
     uint64_t s[GDRSHIM_NSTATS];
