@@ -1019,9 +1019,11 @@ static void case_watch_goodbyes(void) {
   run_watch(4, 0, WATCH_ABORT, 1.0);
   run_watch(4, 2, WATCH_EXIT, 1.0);
 }
+/* Quiet ranks stay alive: 4 s of nothing on the bootstrap with a 2 s timeout (heartbeats every
+ * 0.5 s, so a loaded machine has room). */
 static void case_watch_quiet(void) {
-  setenv("CHOIR_PEER_TIMEOUT", "1", 1);
-  run_watch(3, -1, WATCH_NONE, 1.5);
+  setenv("CHOIR_PEER_TIMEOUT", "2", 1);
+  run_watch(3, -1, WATCH_NONE, 2.0);
 }
 
 /* ---- Groups --------------------------------------------------------------------------------- */
