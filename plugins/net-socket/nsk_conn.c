@@ -283,7 +283,7 @@ static int nsk_hello_ndata(const nsk_hello_t* h) {
 bool nsk_hello_ok(const nsk_hello_t* h, uint64_t listen_id) {
   return h->magic == NSK_MAGIC && h->listen_id == listen_id && h->nsocks >= 1 &&
          h->nthreads <= NSK_MAX_THREADS && nsk_hello_ndata(h) <= NSK_MAX_SOCKS &&
-         (int)h->index <= nsk_hello_ndata(h) && h->inline_max <= NSK_MAX_INLINE;
+         h->index <= (uint32_t)nsk_hello_ndata(h) && h->inline_max <= NSK_MAX_INLINE;
 }
 
 /* Whether socket hello s belongs to the connection whose control socket said c: the same
