@@ -220,6 +220,8 @@ int sock_deadline_poll_ms(const sock_deadline_t* dl);
 
 /* sock_addr_str and sock_addr_len: common/sock_if.h. */
 bool sock_addr_equal(const sock_addr_t* a, const sock_addr_t* b);
+/* Set the port (host byte order) of an IPv4 or IPv6 address; 0 for "any" when listening. */
+void sock_addr_set_port(sock_addr_t* addr, uint16_t port);
 /* An address from the wire is usable: IPv4 or IPv6, and a port unless port_may_be_zero. */
 bool sock_addr_valid(const sock_addr_t* addr, bool port_may_be_zero);
 /* "host:port", "ipv4:port" or "[ipv6]:port"; the host is resolved (NCCL_SOCKET_FAMILY applies). */

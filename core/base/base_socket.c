@@ -81,7 +81,7 @@ bool sock_addr_valid(const sock_addr_t* addr, bool port_may_be_zero) {
   return false;
 }
 
-static void sock_addr_set_port(sock_addr_t* addr, uint16_t port) {
+void sock_addr_set_port(sock_addr_t* addr, uint16_t port) {
   if (addr->sa.sa_family == AF_INET)
     addr->sin.sin_port = htons(port);
   else

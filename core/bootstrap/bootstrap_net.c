@@ -112,10 +112,7 @@ ncclResult_t bs_create(int rank, int nranks, uint64_t tag, volatile uint32_t* ab
   CHECK_GOTO(MEM_CALLOC(&bs->peer_gone_err, (size_t)nranks + 1), res, err_close);
   CHECK_GOTO(MEM_CALLOC(&bs->in_from, (size_t)nranks), res, err_close);
   sock_addr_t la = *listen_addr;
-  if (la.sa.sa_family == AF_INET)
-    la.sin.sin_port = 0;
-  else
-    la.sin6.sin6_port = 0;
+  sock_addr_set_port(&la, 0);
   char name[SOCK_NAME_MAX];
   snprintf(name, sizeof(name), "bootstrap rank %d", rank);
   CHECK_GOTO(sock_listen(&la, name, &bs->listener), res, err_close);

@@ -443,10 +443,7 @@ ncclResult_t bootstrap_watch_start(bootstrap_t* bs, bootstrap_watch_fn fn, void*
   /* Our listening socket, on the bootstrap's interface; its address and a token go to prev. */
   watch_addr_t mine = {.token = 0}, theirs;
   sock_addr_t la = bs->addrs[rank];
-  if (la.sa.sa_family == AF_INET)
-    la.sin.sin_port = 0;
-  else
-    la.sin6.sin6_port = 0;
+  sock_addr_set_port(&la, 0);
   char name[SOCK_NAME_MAX];
   snprintf(name, sizeof(name), "liveness rank %d", rank);
   CHECK_GOTO(sock_listen(&la, name, &listener), res, err_free);

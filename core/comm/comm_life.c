@@ -38,10 +38,7 @@ static const char* comm_peer_str(ncclComm_t comm, int rank, char* buf, size_t si
   const sock_addr_t* addr = bootstrap_peer_addr(comm->bootstrap, rank);
   if (sock_addr_valid(addr, false)) {
     sock_addr_t host = *addr;
-    if (host.sa.sa_family == AF_INET)
-      host.sin.sin_port = 0;
-    else
-      host.sin6.sin6_port = 0;
+    sock_addr_set_port(&host, 0);
     sock_addr_str(&host, a, sizeof(a));
     char* colon = strrchr(a, ':'); /* the port is the bootstrap's, not worth showing */
     if (colon != NULL) *colon = '\0';

@@ -111,8 +111,9 @@ static void proc_rank(ncclUniqueId id, int rank, int n) {
 /* Each rank is a fresh process: fork, then exec this program at once, since a process that forks
  * while threads run (the rendezvous root) may not use locks those threads held. With log_dir:
  * the first half of the ranks poses as one host and the second half as another (NCCL_HOSTID),
- * each rank logging GRAPH INFO lines to log_dir/rank<r>.log. */
-static void run_procs(int n, const char* log_dir) {
+ * each rank logging GRAPH INFO lines to log_dir/rank<r>.log. With fault: the ranks run
+ * fault_rank (TEST_COMM_FAULT), and rank 1 of "kill" must die by SIGKILL. */
+static void run_procs(int n, const char* log_dir, const char* fault) {
   ncclUniqueId id;
   CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
   char hex[2 * sizeof(id) + 1], n_s[16], rank_s[64][16], ndev_s[16];
@@ -125,6 +126,7 @@ static void run_procs(int n, const char* log_dir) {
   for (int r = 0; r < n; r++) {
     pids[r] = fork();
     if (pids[r] == 0) {
+      if (fault != NULL) setenv("TEST_COMM_FAULT", fault, 1);
       if (log_dir != NULL) {
         char host[32], file[512];
         snprintf(host, sizeof(host), "choir-test-host-%d", r < n / 2 ? 0 : 1);
@@ -141,7 +143,10 @@ static void run_procs(int n, const char* log_dir) {
   for (int r = 0; r < n; r++) {
     int status = 0;
     waitpid(pids[r], &status, 0);
-    CHECK_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (r == 1 && fault != NULL && strcmp(fault, "kill") == 0)
+      CHECK_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    else
+      CHECK_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
 }
 
@@ -197,39 +202,10 @@ static void fault_rank(ncclUniqueId id, int rank, int n, const char* fault) {
   CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
 }
 
-/* n ranks in processes (TEST_COMM_FAULT=fault); rank 1's own end is checked by its status. */
-static void run_fault(int n, const char* fault) {
-  ncclUniqueId id;
-  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
-  char hex[2 * sizeof(id) + 1], n_s[16], rank_s[16][16], ndev_s[16];
-  for (size_t i = 0; i < sizeof(id); i++)
-    sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
-  snprintf(n_s, sizeof(n_s), "%d", n);
-  snprintf(ndev_s, sizeof(ndev_s), "%d", ndev);
-  pid_t pids[16];
-  fflush(NULL);
-  for (int r = 0; r < n; r++) {
-    snprintf(rank_s[r], sizeof(rank_s[r]), "%d", r);
-    if ((pids[r] = fork()) == 0) {
-      setenv("TEST_COMM_FAULT", fault, 1);
-      execl("/proc/self/exe", "test-comm", "--rank", rank_s[r], n_s, hex, ndev_s, (char*)NULL);
-      _exit(127);
-    }
-  }
-  for (int r = 0; r < n; r++) {
-    int status = 0;
-    waitpid(pids[r], &status, 0);
-    if (r == 1 && strcmp(fault, "kill") == 0)
-      CHECK_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    else
-      CHECK_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-}
-
-static void case_fault_kill(void) { run_fault(ndev >= 3 ? 3 : 2, "kill"); }
+static void case_fault_kill(void) { run_procs(ndev >= 3 ? 3 : 2, NULL, "kill"); }
 /* Two ranks: with more, the survivors' own destroys would race with each other's checks. */
-static void case_fault_destroy(void) { run_fault(2, "destroy"); }
-static void case_fault_exit(void) { run_fault(2, "exit"); }
+static void case_fault_destroy(void) { run_procs(2, NULL, "destroy"); }
+static void case_fault_exit(void) { run_procs(2, NULL, "exit"); }
 
 /* The process of one rank of run_procs. */
 static int rank_main(const char* rank_s, const char* n_s, const char* hex, const char* ndev_s) {
@@ -260,8 +236,8 @@ static int rank_main(const char* rank_s, const char* n_s, const char* hex, const
   return check_failures_ == 0 && check_count_ > 0 ? 0 : 1;
 }
 
-static void case_procs_2(void) { run_procs(2, NULL); }
-static void case_procs_all(void) { run_procs(ndev, NULL); }
+static void case_procs_2(void) { run_procs(2, NULL, NULL); }
+static void case_procs_all(void) { run_procs(ndev, NULL, NULL); }
 
 /* Ranks on two "hosts": each rank searches its own host (with the network's devices) and the
  * per-host results combine into the same rings on every rank, which each rank logs. Needs
@@ -270,7 +246,7 @@ static void case_procs_hosts(void) {
   char dir[] = "/tmp/choir-test-hosts-XXXXXX";
   CHECK_TRUE(mkdtemp(dir) != NULL);
   const int n = ndev >= 4 ? 4 : 2;
-  run_procs(n, dir);
+  run_procs(n, dir, NULL);
   for (int r = 0; r < n; r++) {
     static char text[1 << 16];
     char file[512];
@@ -533,10 +509,10 @@ static void case_shared_gpu_procs(void) {
   setenv("CHOIR_RANKS_SHARE_GPU", "1", 1);
   ndev = 1; /* run_procs puts rank r on device r % ndev */
   setenv("CHOIR_FAKE_MPS", "1", 1);
-  run_procs(4, NULL);
+  run_procs(4, NULL, NULL);
   setenv("CHOIR_FAKE_MPS", "0", 1);
   setenv("TEST_COMM_EXPECT_FAIL", "without MPS", 1);
-  run_procs(2, NULL);
+  run_procs(2, NULL, NULL);
 }
 #endif
 

@@ -1365,21 +1365,33 @@ static int net_delivered;
 
 /* One rank: connections to the other rank, then net_move in one launch, the proxy idle after it,
  * and many short launches; the proxy thread moves the slots through the plugin in between. */
-static int net_rank(int rank, const job_t* j) {
+/* What both net cases start with: rank's bootstrap (NULL on failure), the two ranks' peer
+ * entries on "hosts" of their own (so that they connect through the network), and a transport
+ * with the net plugin, whose kernel abort flag is *kabort. Returns the failed expectations. */
+static int net_setup(int rank, const job_t* j, uint64_t comm_id, uint32_t* kabort,
+                     bootstrap_t** bs_p, transport_t** t_p) {
   int bad = 0;
   t_rank = rank;
   fake_dev = rank;
-  bootstrap_t* bs = NULL;
-  EXPECT(bootstrap_init(&j->id, 1, rank, 2, NULL, &bs) == ncclSuccess);
-  if (bs == NULL) return bad;
+  *bs_p = NULL;
+  *t_p = NULL;
+  EXPECT(bootstrap_init(&j->id, 1, rank, 2, NULL, bs_p) == ncclSuccess);
+  if (*bs_p == NULL) return bad;
   transport_peer_t peers[2];
   peers[rank] = (transport_peer_t){sys_host_hash() ^ (uint64_t)(rank + 1), sys_pid_hash(),
                                    fake_bus_id(rank), rank, getpid()};
-  EXPECT(bootstrap_allgather(bs, peers, sizeof(peers[0])) == ncclSuccess);
+  EXPECT(bootstrap_allgather(*bs_p, peers, sizeof(peers[0])) == ncclSuccess);
+  EXPECT(transport_create(*bs_p, rank, 2, rank, peers, NULL, NULL, NULL, t_p) == ncclSuccess);
+  EXPECT(transport_set_net(*t_p, NULL, comm_id, -1, kabort) == ncclSuccess);
+  return bad;
+}
+
+static int net_rank(int rank, const job_t* j) {
+  bootstrap_t* bs = NULL;
   transport_t* t = NULL;
   uint32_t kabort = 0;
-  EXPECT(transport_create(bs, rank, 2, rank, peers, NULL, NULL, NULL, &t) == ncclSuccess);
-  EXPECT(transport_set_net(t, NULL, 0xc401, -1, &kabort) == ncclSuccess);
+  int bad = net_setup(rank, j, 0xc401, &kabort, &bs, &t);
+  if (bs == NULL) return bad;
   EXPECT(transport_kind(t, 1 - rank) == KERN_TRANSPORT_NET);
   /* Profiled: the profiler before the first connection (the proxy takes it when made). */
   prof_t* prof = NULL;
@@ -1692,20 +1704,11 @@ static void case_net_loop(void) {
  * kernels' abort flag and reports the error within seconds, and the transport then tears down
  * within 5 s: no hang anywhere. */
 static int net_death_rank(int rank, const job_t* j) {
-  int bad = 0;
-  t_rank = rank;
-  fake_dev = rank;
   bootstrap_t* bs = NULL;
-  EXPECT(bootstrap_init(&j->id, 1, rank, 2, NULL, &bs) == ncclSuccess);
-  if (bs == NULL) return bad;
-  transport_peer_t peers[2];
-  peers[rank] = (transport_peer_t){sys_host_hash() ^ (uint64_t)(rank + 1), sys_pid_hash(),
-                                   fake_bus_id(rank), rank, getpid()};
-  EXPECT(bootstrap_allgather(bs, peers, sizeof(peers[0])) == ncclSuccess);
   transport_t* t = NULL;
   uint32_t kabort = 0;
-  EXPECT(transport_create(bs, rank, 2, rank, peers, NULL, NULL, NULL, &t) == ncclSuccess);
-  EXPECT(transport_set_net(t, NULL, 0xc402, -1, &kabort) == ncclSuccess);
+  int bad = net_setup(rank, j, 0xc402, &kabort, &bs, &t);
+  if (bs == NULL) return bad;
   transport_req_t reqs[2];
   kern_conn_t out[2];
   reqs[0] = req_make(1 - rank, 1, 0, 0, 0, NET_SLOT, &out[0]);
