@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -55,9 +56,12 @@ static void fuzz_reset(void) {
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (bs == NULL) fuzz_setup();
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = fuzz_loopback_socket();
   if (fd < 0) abort();
-  if (connect(fd, &bs->listener.addr.sa, sizeof(bs->listener.addr.sin)) != 0) abort();
+  if (connect(fd, &bs->listener.addr.sa, sizeof(bs->listener.addr.sin)) != 0) {
+    perror("fuzz-bootstrap-rank: connect to the bootstrap's listener");
+    abort();
+  }
   /* Write while the bootstrap reads (the input may exceed the socket buffers), then end the
    * stream so that the reader sees the end of whatever it was reading. */
   size_t off = 0;

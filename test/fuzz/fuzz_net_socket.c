@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -50,8 +51,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   memcpy(&h, handle, sizeof(h));
   int fds[4];
   for (int i = 0; i < k; i++) {
-    fds[i] = socket(h.addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fds[i] < 0 || connect(fds[i], &h.addr.sa, sock_addr_len(&h.addr)) != 0) abort();
+    fds[i] = fuzz_loopback_socket(); /* the listener is on lo (NCCL_SOCKET_IFNAME), IPv4 */
+    if (fds[i] < 0 || connect(fds[i], &h.addr.sa, sock_addr_len(&h.addr)) != 0) {
+      perror("fuzz-net-socket: connect to the listener");
+      abort();
+    }
     size_t len = 0;
     if (size >= 2) {
       len = (size_t)data[0] | (size_t)data[1] << 8;

@@ -30,4 +30,23 @@ static inline char* fuzz_split(char* s) {
     if (!(cond)) abort(); \
   } while (0)
 
+/* A TCP socket for connecting to a loopback listener, bound to a source address of 127/8 that
+ * changes with every call: fuzzers open thousands of connections a second, and with one source
+ * address the closed ones (TIME_WAIT) would use up the ephemeral ports within a minute. */
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+static inline int fuzz_loopback_socket(void) {
+  static uint32_t next = 0x7f000100u;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (++next >= 0x7ffffff0u) next = 0x7f000100u;
+  struct sockaddr_in src;
+  memset(&src, 0, sizeof(src));
+  src.sin_family = AF_INET;
+  src.sin_addr.s_addr = htonl(next);
+  (void)bind(fd, (struct sockaddr*)&src, sizeof(src)); /* a failure leaves the usual source */
+  return fd;
+}
+
 #endif
