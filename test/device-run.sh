@@ -69,9 +69,11 @@
 #   sanitize-check  compute-sanitizer memcheck and racecheck on a 2-rank quick subset of
 #              coll_check (2 GPUs; with one GPU, 2 ranks sharing it)
 #   faults[:N] test/multigpu/fault_check: 3 ranks (sharing the GPUs under MPS when fewer), the
-#              last killed in the middle of an all-reduce, N repetitions (default 20) over p2p,
-#              shm and the network: every survivor reports the error within 3 s, naming the
-#              rank, and aborts within 5 s; no hang
+#              last killed in the middle of an all-reduce and of a send/recv ring, N repetitions
+#              (default 20) each over p2p, shm and the network: every survivor reports the error
+#              within 3 s, naming the rank, and aborts within 5 s; no hang. Then over p2p: the
+#              victim stopped (SIGSTOP: within CHOIR_PEER_TIMEOUT 5 s + 3 s), and killed or
+#              stopped during ncclCommInitRank (CHOIR_BOOTSTRAP_TIMEOUT 10 s + 3 s)
 #   net-repeat[:N]  coll_check --quick over the network (p2p and shm off) N times (default 20),
 #              procs and threads in turn, 2 ranks on 2 GPUs (one GPU: sharing it, procs under MPS,
 #              threads only without it), 20 s each: catches intermittent stalls; on a stall it
@@ -324,21 +326,33 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
     faults | faults:*)
       reps=20
       [ "$step" != faults ] && reps=${step#faults:}
-      # 3 ranks (the last one killed mid all-reduce), sharing the GPUs when there are fewer
-      # (processes under MPS); over p2p, shm and the network.
+      # 3 ranks (the last one the victim), sharing the GPUs when there are fewer (processes
+      # under MPS): killed in an all-reduce and in a send/recv ring over p2p, shm and the
+      # network (N repetitions each), then over p2p stopped in an all-reduce and killed or
+      # stopped during creation (fewer repetitions: each waits for a timeout).
       if [ "$ngpus" -lt 3 ] && ! need_mps; then
         note "faults: skipped: 3 ranks on $ngpus GPU(s) need MPS ($mps_why)"
       else
-        for tr in p2p shm net; do
-          env_tr=""
-          [ "$tr" = shm ] && env_tr="NCCL_P2P_DISABLE=1"
-          [ "$tr" = net ] && env_tr="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
-          log="$out/faults-$tr.log"
-          env $env_tr NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} LD_LIBRARY_PATH="$PWD/$build" \
-            timeout 1500 "$build/test/multigpu/fault_check" -n 3 --reps "$reps" >"$log" 2>&1
-          note "faults $tr: rc=$? $(tail -1 "$log")"
-          grep -E "FAILED|hung|STUCK" "$log" | head -5 | cut -c1-240 | sed 's/^/    /' | tee -a "$summary"
+        fault_run() { # NAME REPS ENV... -- ARGS...
+          local name=$1 n=$2
+          shift 2
+          local envs=()
+          while [ "$1" != -- ]; do envs+=("$1"); shift; done
+          shift
+          env "${envs[@]}" NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} LD_LIBRARY_PATH="$PWD/$build" \
+            timeout 590 "$build/test/multigpu/fault_check" -n 3 --reps "$n" "$@" >"$out/faults-$name.log" 2>&1
+          note "faults $name: rc=$? $(tail -1 "$out/faults-$name.log")"
+          grep -E "FAILED|hung|STUCK|did not" "$out/faults-$name.log" | head -3 | cut -c1-240 |
+            sed 's/^/    /' | tee -a "$summary"
+        }
+        for op in allreduce sendrecv; do
+          fault_run "kill-$op-p2p" "$reps" X=1 -- --op $op
+          fault_run "kill-$op-shm" "$reps" NCCL_P2P_DISABLE=1 -- --op $op
+          fault_run "kill-$op-net" "$reps" NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- --op $op
         done
+        fault_run stop-allreduce-p2p 5 X=1 -- --how stop
+        fault_run kill-init-p2p 5 X=1 -- --when init
+        fault_run stop-init-p2p 3 X=1 -- --when init --how stop
         mps_stop >/dev/null
       fi
       ;;
