@@ -346,13 +346,13 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
             sed 's/^/    /' | tee -a "$summary"
         }
         for op in allreduce sendrecv; do
-          fault_run "kill-$op-p2p" "$reps" X=1 -- --op $op
+          fault_run "kill-$op-p2p" "$reps" -- --op $op
           fault_run "kill-$op-shm" "$reps" NCCL_P2P_DISABLE=1 -- --op $op
           fault_run "kill-$op-net" "$reps" NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- --op $op
         done
-        fault_run stop-allreduce-p2p 5 X=1 -- --how stop
-        fault_run kill-init-p2p 5 X=1 -- --when init
-        fault_run stop-init-p2p 3 X=1 -- --when init --how stop
+        fault_run stop-allreduce-p2p 5 -- --how stop
+        fault_run kill-init-p2p 5 -- --when init
+        fault_run stop-init-p2p 3 -- --when init --how stop
         mps_stop >/dev/null
       fi
       ;;
