@@ -84,15 +84,28 @@ typedef enum {
   BOOTSTRAP_LEAVE_QUIT = BOOTSTRAP_PEER_QUIT,
 } bootstrap_leave_t;
 typedef struct bootstrap_watch bootstrap_watch_t;
-/* Called on the watch thread with the watch's lock held, at most once per rank: `rank` had
- * `event` (a bootstrap_peer_event_t), first seen by rank `reporter` (its neighbour; this rank
- * itself for its own neighbours). rank may be this rank: a neighbour gave up on it. It must not
- * call bootstrap_watch_*. */
-typedef void (*bootstrap_watch_fn)(void* ctx, int rank, int event, int reporter);
+/* What a watch reports about a rank. For a goodbye, what the rank said of itself: the
+ * collectives it had launched (every rank launches the same sequence) and whether some of its
+ * operations had not completed; for EXITED and SILENT, colls 0 and busy 1 (nothing is known). */
+typedef struct {
+  int rank;     /* may be this rank: a neighbour gave up on it */
+  int event;    /* bootstrap_peer_event_t */
+  int reporter; /* the rank that saw it first (a neighbour of `rank`, or this rank itself) */
+  uint64_t colls;
+  int busy;
+} bootstrap_peer_report_t;
+/* The owner's side. Both are called on the watch thread with the watch's lock held and must not
+ * call bootstrap_watch_*: report, at most once per rank; state, when this rank says goodbye
+ * (bootstrap_watch_stop, or its process exiting), for what the goodbye carries. */
+typedef struct {
+  void (*report)(void* ctx, const bootstrap_peer_report_t* r);
+  void (*state)(void* ctx, uint64_t* colls_p, int* busy_p);
+} bootstrap_watch_ops_t;
 
 /* Collective over bs (every rank calls it, after bootstrap_init or bootstrap_split): connect to
- * the ring neighbours and start watching. With one rank *w_p is NULL (nothing to watch). */
-ncclResult_t bootstrap_watch_start(bootstrap_t* bs, bootstrap_watch_fn fn, void* ctx,
+ * the ring neighbours and start watching. ops must outlive the watch. With one rank *w_p is
+ * NULL (nothing to watch). */
+ncclResult_t bootstrap_watch_start(bootstrap_t* bs, const bootstrap_watch_ops_t* ops, void* ctx,
                                    bootstrap_watch_t** w_p);
 /* Say goodbye (how) and stop; fn is never called after this returns. Safe with NULL. */
 void bootstrap_watch_stop(bootstrap_watch_t* w, bootstrap_leave_t how);

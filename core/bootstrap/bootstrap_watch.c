@@ -41,11 +41,14 @@ typedef struct {
   uint32_t magic;
   uint16_t kind;
   uint16_t event;   /* BYE, NOTICE: a bootstrap_peer_event_t */
-  int32_t subject;  /* HELLO: the sender's rank; NOTICE: the rank the event is about */
+  int32_t subject;  /* HELLO, BYE: the sender's rank; NOTICE: the rank the event is about */
   int32_t reporter; /* NOTICE: the rank that saw the event */
   uint64_t token;   /* HELLO: the token the receiver handed out (keeps strangers out) */
+  uint64_t colls;   /* BYE, NOTICE: bootstrap_peer_report_t's colls and busy of the subject */
+  uint32_t busy;
+  uint32_t pad;
 } watch_frame_t;
-_Static_assert(sizeof(watch_frame_t) == 24, "watch frames are 24 bytes on the wire");
+_Static_assert(sizeof(watch_frame_t) == 40, "watch frames are 40 bytes on the wire");
 
 /* Frames a connection may have waiting to be written (heartbeats are not queued behind others). */
 #define WATCH_OUTQ 16
@@ -72,7 +75,7 @@ struct bootstrap_watch {
   struct bootstrap_watch* next; /* registry */
   int rank;
   int nranks;
-  bootstrap_watch_fn fn;
+  const bootstrap_watch_ops_t* ops;
   void* ctx;
   watch_conn_t conn[2]; /* [0] to the next rank, [1] from the previous one */
   uint8_t* known;       /* per rank: the event reported about it (0: none yet) */
@@ -126,11 +129,18 @@ const char* bootstrap_peer_event_str(int event) {
 
 /* ---- Frames (thread, under wm.lock) --------------------------------------------------------- */
 
-static void watch_queue(watch_conn_t* c, uint16_t kind, uint16_t event, int subject, int reporter) {
+static void watch_queue(watch_conn_t* c, uint16_t kind, const bootstrap_peer_report_t* r) {
   if (c->sock.fd < 0 || c->out_len + sizeof(watch_frame_t) > sizeof(c->out)) return;
   /* A heartbeat behind queued frames adds nothing: they prove life just as well. */
   if (kind == WATCH_HEARTBEAT && c->out_len > 0) return;
-  watch_frame_t f = {WATCH_MAGIC, kind, event, subject, reporter, 0};
+  watch_frame_t f = {WATCH_MAGIC, kind, 0, -1, -1, 0, 0, 0, 0};
+  if (r != NULL) {
+    f.event = (uint16_t)r->event;
+    f.subject = r->rank;
+    f.reporter = r->reporter;
+    f.colls = r->colls;
+    f.busy = (uint32_t)r->busy;
+  }
   memcpy(c->out + c->out_len, &f, sizeof(f));
   c->out_len += sizeof(f);
 }
@@ -157,19 +167,19 @@ static void watch_conn_close(watch_conn_t* c) {
 }
 
 /* Tell the owner (once per rank) and both neighbours. */
-static void watch_event(bootstrap_watch_t* w, int subject, int event, int reporter) {
-  if (subject < 0 || subject >= w->nranks || w->known[subject] != 0) return;
-  w->known[subject] = (uint8_t)event;
-  for (int i = 0; i < 2; i++)
-    watch_queue(&w->conn[i], WATCH_NOTICE, (uint16_t)event, subject, reporter);
-  w->fn(w->ctx, subject, event, reporter);
+static void watch_event(bootstrap_watch_t* w, const bootstrap_peer_report_t* r) {
+  if (r->rank < 0 || r->rank >= w->nranks || w->known[r->rank] != 0) return;
+  w->known[r->rank] = (uint8_t)r->event;
+  for (int i = 0; i < 2; i++) watch_queue(&w->conn[i], WATCH_NOTICE, r);
+  w->ops->report(w->ctx, r);
 }
 
-/* The connection to c->peer ended or misbehaved: unless it said goodbye first, it is gone. */
+/* The connection to c->peer ended or misbehaved: unless it said goodbye first, it is gone (and
+ * nothing is known of what it had done). */
 static void watch_conn_lost(bootstrap_watch_t* w, watch_conn_t* c, int event) {
-  int peer = c->peer;
+  bootstrap_peer_report_t r = {c->peer, event, w->rank, 0, 1};
   watch_conn_close(c);
-  watch_event(w, peer, event, w->rank);
+  watch_event(w, &r);
 }
 
 static void watch_frame(bootstrap_watch_t* w, watch_conn_t* c, const watch_frame_t* f) {
@@ -183,15 +193,15 @@ static void watch_frame(bootstrap_watch_t* w, watch_conn_t* c, const watch_frame
     return;
   }
   if (f->kind == WATCH_BYE) {
-    int peer = c->peer;
     int event = f->event >= BOOTSTRAP_PEER_ABORTED && f->event <= BOOTSTRAP_PEER_QUIT
                     ? f->event
                     : BOOTSTRAP_PEER_ABORTED;
+    bootstrap_peer_report_t r = {c->peer, event, w->rank, f->colls, f->busy != 0};
     watch_conn_close(c);
-    watch_event(w, peer, event, w->rank);
+    watch_event(w, &r);
   } else if (f->kind == WATCH_NOTICE) {
-    if (f->event >= BOOTSTRAP_PEER_EXITED && f->event <= BOOTSTRAP_PEER_QUIT)
-      watch_event(w, f->subject, f->event, f->reporter);
+    bootstrap_peer_report_t r = {f->subject, f->event, f->reporter, f->colls, f->busy != 0};
+    if (f->event >= BOOTSTRAP_PEER_EXITED && f->event <= BOOTSTRAP_PEER_QUIT) watch_event(w, &r);
   }
 }
 
@@ -226,11 +236,14 @@ static void watch_wake(void) {
 
 /* Under wm.lock: say goodbye (best effort), close, unlink. */
 static void watch_release(bootstrap_watch_t* w, uint64_t now) {
+  bootstrap_peer_report_t self = {w->rank, w->stop_how, w->rank, 0, 0};
+  if (w->conn[0].sock.fd >= 0 || w->conn[1].sock.fd >= 0)
+    w->ops->state(w->ctx, &self.colls, &self.busy);
   for (int i = 0; i < 2; i++) {
     watch_conn_t* c = &w->conn[i];
     if (c->sock.fd < 0) continue;
     c->out_len = 0; /* the goodbye must not wait behind anything */
-    watch_queue(c, WATCH_BYE, (uint16_t)w->stop_how, w->rank, w->rank);
+    watch_queue(c, WATCH_BYE, &self);
     (void)watch_flush(c, now);
     watch_conn_close(c);
   }
@@ -286,8 +299,7 @@ static void* watch_main(void* arg) {
           watch_conn_lost(w, c, BOOTSTRAP_PEER_SILENT);
           continue;
         }
-        if (now - c->last_tx_ns >= interval_ns)
-          watch_queue(c, WATCH_HEARTBEAT, 0, w->rank, w->rank);
+        if (now - c->last_tx_ns >= interval_ns) watch_queue(c, WATCH_HEARTBEAT, NULL);
         if (!watch_flush(c, now)) {
           watch_conn_lost(w, c, BOOTSTRAP_PEER_EXITED);
           continue;
@@ -417,7 +429,7 @@ static ncclResult_t watch_accept(bootstrap_t* bs, sock_t* listener, int peer, ui
   }
 }
 
-ncclResult_t bootstrap_watch_start(bootstrap_t* bs, bootstrap_watch_fn fn, void* ctx,
+ncclResult_t bootstrap_watch_start(bootstrap_t* bs, const bootstrap_watch_ops_t* ops, void* ctx,
                                    bootstrap_watch_t** w_p) {
   if (bs->nranks == 1) {
     *w_p = NULL;
@@ -431,7 +443,7 @@ ncclResult_t bootstrap_watch_start(bootstrap_t* bs, bootstrap_watch_fn fn, void*
   CHECK(MEM_CALLOC(&w, 1));
   w->rank = rank;
   w->nranks = n;
-  w->fn = fn;
+  w->ops = ops;
   w->ctx = ctx;
   w->stop_how = -1;
   w->released = true; /* until registered */
@@ -465,7 +477,7 @@ ncclResult_t bootstrap_watch_start(bootstrap_t* bs, bootstrap_watch_fn fn, void*
   sock_deadline_t dl = sock_deadline(bs->timeout_ms, bs->abort_flag);
   snprintf(name, sizeof(name), "rank %d (liveness)", next);
   CHECK_GOTO(sock_connect(&theirs.addr, name, true, &dl, &w->conn[0].sock), res, err_free);
-  watch_frame_t hello = {WATCH_MAGIC, WATCH_HELLO, 0, rank, rank, theirs.token};
+  watch_frame_t hello = {WATCH_MAGIC, WATCH_HELLO, 0, rank, rank, theirs.token, 0, 0, 0};
   CHECK_GOTO(sock_send(&w->conn[0].sock, &hello, sizeof(hello), &dl), res, err_free);
   CHECK_GOTO(watch_accept(bs, &listener, prev, mine.token, &dl, &w->conn[1].sock), res, err_free);
   sock_close(&listener);

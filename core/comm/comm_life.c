@@ -48,24 +48,30 @@ static const char* comm_peer_str(ncclComm_t comm, int rank, char* buf, size_t si
   return buf;
 }
 
-/* The watch thread's report (bootstrap_watch_fn). A rank that is gone while this one may wait
+/* The watch thread's report (bootstrap_watch_ops_t). A rank that is gone while this one may wait
  * for it breaks the communicator: its status becomes ncclRemoteError and running kernels give up
- * (as after ncclCommRevoke). A rank that left cleanly, or aborted or exited while nothing was in
- * flight here, only makes later operations that need it fail (comm_check_peers): the usual end
- * of a job, where ranks tear down at their own pace, must not look like a failure. */
-static void comm_peer_event(void* ctx, int rank, int event, int reporter) {
+ * (as after ncclCommRevoke). That is a rank killed or silent, or one that said goodbye (destroy,
+ * abort, exit) while this rank had operations in flight that it may never complete: it left with
+ * its own operations unfinished, or this rank launched collectives it never did (every rank
+ * launches the same sequence). Otherwise a departure only makes later operations that need the
+ * rank fail (comm_check_peers): the usual end of a job, where ranks tear down at their own pace,
+ * and a slow rank's last operation completes with data a fast one already sent, is no error. */
+static void comm_peer_report(void* ctx, const bootstrap_peer_report_t* r) {
   ncclComm_t comm = ctx;
+  const int rank = r->rank, event = r->event, reporter = r->reporter;
   bool fatal =
       event == BOOTSTRAP_PEER_EXITED || event == BOOTSTRAP_PEER_SILENT || rank == comm->rank;
-  if (!fatal && event != BOOTSTRAP_PEER_LEFT) fatal = enqueue_comm_busy(comm->dp);
+  if (!fatal && enqueue_comm_busy(comm->dp))
+    fatal = r->busy || enqueue_comm_colls(comm->dp) > r->colls;
   char who[96], by[64] = "";
   comm_peer_str(comm, rank, who, sizeof(who));
   if (reporter != comm->rank && reporter != rank)
     snprintf(by, sizeof(by), " (seen by rank %d)", reporter);
   if (!fatal) {
     __atomic_add_fetch(&comm->departed, 1, __ATOMIC_ACQ_REL);
-    INFO(NCCL_INIT, "comm %p rank %d: %s %s%s; operations that need it now fail", (void*)comm,
-         comm->rank, who, bootstrap_peer_event_str(event), by);
+    INFO(NCCL_INIT, "comm %p rank %d: %s %s%s after %llu collectives; operations that need it "
+         "now fail", (void*)comm, comm->rank, who, bootstrap_peer_event_str(event), by,
+         (unsigned long long)r->colls);
     return;
   }
   if (__atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0)
@@ -91,8 +97,18 @@ static void comm_peer_event(void* ctx, int rank, int event, int reporter) {
   enqueue_comm_abort(comm->dp);
 }
 
+/* What this rank's goodbye carries: its collectives launched, and whether some work is still
+ * running (bootstrap_watch_ops_t). */
+static void comm_watch_state(void* ctx, uint64_t* colls_p, int* busy_p) {
+  ncclComm_t comm = ctx;
+  *colls_p = enqueue_comm_colls(comm->dp);
+  *busy_p = enqueue_comm_busy(comm->dp);
+}
+
+static const bootstrap_watch_ops_t comm_watch_ops = {comm_peer_report, comm_watch_state};
+
 ncclResult_t comm_watch_start(ncclComm_t comm) {
-  return bootstrap_watch_start(comm->bootstrap, comm_peer_event, comm, &comm->watch);
+  return bootstrap_watch_start(comm->bootstrap, &comm_watch_ops, comm, &comm->watch);
 }
 
 ncclResult_t comm_check_peers(const char* func, ncclComm_t comm, int peer) {

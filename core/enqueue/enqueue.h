@@ -111,6 +111,9 @@ ncclResult_t enqueue_comm_async_error(enq_comm_t* dp);
 /* Whether operations launched outside graph capture have not completed yet (0 after an error
  * of the query: nothing to wait for then). Any thread. */
 bool enqueue_comm_busy(enq_comm_t* dp);
+/* Collectives launched so far (every operation but send and receive, whatever its count: every
+ * rank launches the same sequence of them). Any thread. */
+uint64_t enqueue_comm_colls(enq_comm_t* dp);
 /* "AllReduce of 1048576 x float (group 57 of this communicator, 1 operation)", or "none":
  * the last group launched, for messages. Any thread. */
 void enqueue_comm_last_op(enq_comm_t* dp, char* buf, size_t size);

@@ -437,6 +437,10 @@ bool enqueue_comm_busy(enq_comm_t* dp) {
   return cudaEventQuery(dp->done_ev) == cudaErrorNotReady;
 }
 
+uint64_t enqueue_comm_colls(enq_comm_t* dp) {
+  return dp == NULL ? 0 : __atomic_load_n(&dp->colls_launched, __ATOMIC_ACQUIRE);
+}
+
 void enqueue_comm_last_op(enq_comm_t* dp, char* buf, size_t size) {
   uint64_t groups = dp ? __atomic_load_n(&dp->groups_launched, __ATOMIC_ACQUIRE) : 0;
   if (groups == 0) {

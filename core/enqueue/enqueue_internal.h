@@ -100,6 +100,7 @@ struct enq_comm {
   int last_peer;
   int last_nops;
   uint64_t groups_launched;
+  uint64_t colls_launched; /* enqueue_comm_colls */
 
   /* Operations collected by the current group, in call order. */
   enq_op_t* ops;

@@ -581,6 +581,10 @@ ncclResult_t enqueue_plan_launch(enq_comm_t* dp) {
     __atomic_store_n(&dp->last_peer, last->root, __ATOMIC_RELAXED);
     __atomic_store_n(&dp->last_nops, dp->nops, __ATOMIC_RELAXED);
     __atomic_add_fetch(&dp->groups_launched, 1, __ATOMIC_RELEASE);
+    uint64_t colls = 0;
+    for (int i = 0; i < dp->nops; i++)
+      colls += dp->ops[i].kind != ENQ_SEND && dp->ops[i].kind != ENQ_RECV;
+    __atomic_add_fetch(&dp->colls_launched, colls, __ATOMIC_RELEASE);
   }
   /* One rank: no plan (enq_launch_single copies or scales; no ring, no model). */
   if (dp->nranks == 1) {

@@ -865,24 +865,32 @@ typedef enum {
 typedef struct {
   pthread_mutex_t lock;
   pthread_cond_t cond;
+  int self;
   int n;
-  int rank[64], event[64], reporter[64];
+  bootstrap_peer_report_t r[64];
   double at[64];
 } watch_log_t;
 
-static void watch_record(void* ctx, int rank, int event, int reporter) {
+static void watch_record(void* ctx, const bootstrap_peer_report_t* r) {
   watch_log_t* l = ctx;
   pthread_mutex_lock(&l->lock);
   if (l->n < 64) {
-    l->rank[l->n] = rank;
-    l->event[l->n] = event;
-    l->reporter[l->n] = reporter;
+    l->r[l->n] = *r;
     l->at[l->n] = now_s();
     l->n++;
   }
   pthread_cond_broadcast(&l->cond);
   pthread_mutex_unlock(&l->lock);
 }
+
+/* What a rank's goodbye says of it here: 100 + rank collectives, busy on odd ranks. */
+static void watch_state(void* ctx, uint64_t* colls_p, int* busy_p) {
+  const watch_log_t* l = ctx;
+  *colls_p = 100 + (uint64_t)l->self;
+  *busy_p = l->self % 2;
+}
+
+static const bootstrap_watch_ops_t watch_test_ops = {watch_record, watch_state};
 
 /* Wait until the log has an event about `rank` (up to max_s); its index, or -1. */
 static int watch_wait(watch_log_t* l, int rank, double max_s) {
@@ -891,7 +899,7 @@ static int watch_wait(watch_log_t* l, int rank, double max_s) {
   int found = -1;
   while (found < 0) {
     for (int i = 0; i < l->n && found < 0; i++)
-      if (l->rank[i] == rank) found = i;
+      if (l->r[i].rank == rank) found = i;
     if (found >= 0 || now_s() >= end) break;
     pthread_mutex_unlock(&l->lock);
     usleep(2000);
@@ -906,9 +914,9 @@ static int watch_rank(int rank, job_t* j) {
   bootstrap_t* bs = NULL;
   EXPECT(bootstrap_init(j->ids, 1, rank, j->nranks, NULL, &bs) == ncclSuccess);
   if (bs == NULL) return bad;
-  watch_log_t log = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, {0}, {0}, {0}};
+  watch_log_t log = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, rank, 0, {{0}}, {0}};
   bootstrap_watch_t* w = NULL;
-  EXPECT(bootstrap_watch_start(bs, watch_record, &log, &w) == ncclSuccess);
+  EXPECT(bootstrap_watch_start(bs, &watch_test_ops, &log, &w) == ncclSuccess);
   EXPECT(w != NULL);
   EXPECT(bootstrap_barrier(bs) == ncclSuccess);
   const int v = j->victim, n = j->nranks;
@@ -933,8 +941,8 @@ static int watch_rank(int rank, job_t* j) {
     /* Only goodbyes: ranks that finished their wait first may already have left. */
     pthread_mutex_lock(&log.lock);
     for (int k = 0; k < log.n; k++)
-      EXPECT_MSG(log.event[k] == BOOTSTRAP_PEER_LEFT, "rank %d: event %d", log.rank[k],
-                 log.event[k]);
+      EXPECT_MSG(log.r[k].event == BOOTSTRAP_PEER_LEFT, "rank %d: event %d", log.r[k].rank,
+                 log.r[k].event);
     pthread_mutex_unlock(&log.lock);
   } else {
     static const int want[] = {0,
@@ -946,20 +954,28 @@ static int watch_rank(int rank, job_t* j) {
     int i = watch_wait(&log, v, j->max_s);
     EXPECT_MSG(i >= 0, "no event about rank %d within %.1f s", v, j->max_s);
     if (i >= 0) {
-      EXPECT_MSG(log.event[i] == want[j->action], "event %d, expected %d", log.event[i],
+      const bootstrap_peer_report_t* r = &log.r[i];
+      EXPECT_MSG(r->event == want[j->action], "event %d, expected %d", r->event,
                  want[j->action]);
       /* First seen by one of the victim's neighbours, then passed around the ring. */
       const int prev = (v + n - 1) % n, next = (v + 1) % n;
-      EXPECT(log.reporter[i] == prev || log.reporter[i] == next);
+      EXPECT(r->reporter == prev || r->reporter == next);
       EXPECT(bootstrap_watch_event(w, v) == want[j->action]);
+      /* A goodbye carries what the victim said of itself (watch_state), around the ring too; of
+       * a rank that is just gone nothing is known. */
+      if (j->action == WATCH_KILL || j->action == WATCH_STOP)
+        EXPECT(r->colls == 0 && r->busy == 1);
+      else
+        EXPECT_MSG(r->colls == 100u + (uint64_t)v && r->busy == v % 2, "colls %llu busy %d",
+                   (unsigned long long)r->colls, r->busy);
       fprintf(stderr, "[rank %d] rank %d: event %d after %.0f ms, seen by rank %d\n", rank, v,
-              log.event[i], (log.at[i] - t0) * 1e3, log.reporter[i]);
+              r->event, (log.at[i] - t0) * 1e3, r->reporter);
     }
     /* Nothing about anyone else, but that they left: the survivors end at their own pace. */
     pthread_mutex_lock(&log.lock);
     for (int k = 0; k < log.n; k++)
-      EXPECT_MSG(log.rank[k] == v || log.event[k] == BOOTSTRAP_PEER_LEFT,
-                 "an event about rank %d (%d)", log.rank[k], log.event[k]);
+      EXPECT_MSG(log.r[k].rank == v || log.r[k].event == BOOTSTRAP_PEER_LEFT,
+                 "an event about rank %d (%d)", log.r[k].rank, log.r[k].event);
     pthread_mutex_unlock(&log.lock);
   }
   bootstrap_watch_stop(w, BOOTSTRAP_LEAVE_DESTROY);
