@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (bs == NULL) fuzz_setup();
   int fd = fuzz_loopback_socket();
   if (fd < 0) abort();
-  if (connect(fd, &bs->listener.addr.sa, sizeof(bs->listener.addr.sin)) != 0) {
+  if (fuzz_connect(fd, &bs->listener.addr.sa, sizeof(bs->listener.addr.sin)) != 0) {
     perror("fuzz-bootstrap-rank: connect to the bootstrap's listener");
     abort();
   }

@@ -8,6 +8,7 @@
  *
  * Input: [k-1 (low 2 bits)] [receive size, 3 bytes LE] then k times [u16 length LE][bytes].
  */
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -52,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int fds[4];
   for (int i = 0; i < k; i++) {
     fds[i] = fuzz_loopback_socket(); /* the listener is on lo (NCCL_SOCKET_IFNAME), IPv4 */
-    if (fds[i] < 0 || connect(fds[i], &h.addr.sa, sock_addr_len(&h.addr)) != 0) {
+    if (fds[i] < 0 || fuzz_connect(fds[i], &h.addr.sa, sock_addr_len(&h.addr)) != 0) {
       perror("fuzz-net-socket: connect to the listener");
       abort();
     }
@@ -73,6 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     /* Loopback takes a chunk of up to 64 KiB whole, before anyone reads. */
     for (size_t off = 0; off < len;) {
       ssize_t n = send(fds[i], chunk + off, len - off, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       off += (size_t)n;
     }

@@ -33,7 +33,9 @@ static inline char* fuzz_split(char* s) {
 /* A TCP socket for connecting to a loopback listener, bound to a source address of 127/8 that
  * changes with every call: fuzzers open thousands of connections a second, and with one source
  * address the closed ones (TIME_WAIT) would use up the ephemeral ports within a minute. */
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 static inline int fuzz_loopback_socket(void) {
@@ -47,6 +49,23 @@ static inline int fuzz_loopback_socket(void) {
   src.sin_addr.s_addr = htonl(next);
   (void)bind(fd, (struct sockaddr*)&src, sizeof(src)); /* a failure leaves the usual source */
   return fd;
+}
+
+/* connect() that survives signals: libFuzzer's timeout alarm interrupts blocking calls, and an
+ * interrupted connect goes on in the background; wait for it and take its result. 0 or -1. */
+static inline int fuzz_connect(int fd, const struct sockaddr* addr, socklen_t len) {
+  if (connect(fd, addr, len) == 0) return 0;
+  if (errno != EINTR) return -1;
+  struct pollfd p = {fd, POLLOUT, 0};
+  while (poll(&p, 1, -1) < 0)
+    if (errno != EINTR) return -1;
+  int err = 0;
+  socklen_t elen = sizeof(err);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
+    errno = err;
+    return -1;
+  }
+  return 0;
 }
 
 #endif
