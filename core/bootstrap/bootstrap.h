@@ -85,21 +85,24 @@ typedef enum {
 } bootstrap_leave_t;
 typedef struct bootstrap_watch bootstrap_watch_t;
 /* What a watch reports about a rank. For a goodbye, what the rank said of itself: the
- * collectives it had launched (every rank launches the same sequence) and whether some of its
- * operations had not completed; for EXITED and SILENT, colls 0 and busy 1 (nothing is known). */
+ * collectives it had launched (every rank launches the same sequence), whether some of its
+ * operations had not completed, and the rank whose failure made it leave (an abort after a peer
+ * died: the root cause, or -1); for EXITED and SILENT, colls 0, busy 1 and cause -1 (nothing is
+ * known). */
 typedef struct {
   int rank;     /* may be this rank: a neighbour gave up on it */
   int event;    /* bootstrap_peer_event_t */
   int reporter; /* the rank that saw it first (a neighbour of `rank`, or this rank itself) */
   uint64_t colls;
   int busy;
+  int cause;
 } bootstrap_peer_report_t;
 /* The owner's side. Both are called on the watch thread with the watch's lock held and must not
  * call bootstrap_watch_*: report, at most once per rank; state, when this rank says goodbye
  * (bootstrap_watch_stop, or its process exiting), for what the goodbye carries. */
 typedef struct {
   void (*report)(void* ctx, const bootstrap_peer_report_t* r);
-  void (*state)(void* ctx, uint64_t* colls_p, int* busy_p);
+  void (*state)(void* ctx, uint64_t* colls_p, int* busy_p, int* cause_p);
 } bootstrap_watch_ops_t;
 
 /* Collective over bs (every rank calls it, after bootstrap_init or bootstrap_split): connect to

@@ -46,7 +46,7 @@ typedef struct {
   uint64_t token;   /* HELLO: the token the receiver handed out (keeps strangers out) */
   uint64_t colls;   /* BYE, NOTICE: bootstrap_peer_report_t's colls and busy of the subject */
   uint32_t busy;
-  uint32_t pad;
+  int32_t cause;    /* BYE, NOTICE: bootstrap_peer_report_t's cause (-1: none) */
 } watch_frame_t;
 _Static_assert(sizeof(watch_frame_t) == 40, "watch frames are 40 bytes on the wire");
 
@@ -133,13 +133,14 @@ static void watch_queue(watch_conn_t* c, uint16_t kind, const bootstrap_peer_rep
   if (c->sock.fd < 0 || c->out_len + sizeof(watch_frame_t) > sizeof(c->out)) return;
   /* A heartbeat behind queued frames adds nothing: they prove life just as well. */
   if (kind == WATCH_HEARTBEAT && c->out_len > 0) return;
-  watch_frame_t f = {WATCH_MAGIC, kind, 0, -1, -1, 0, 0, 0, 0};
+  watch_frame_t f = {WATCH_MAGIC, kind, 0, -1, -1, 0, 0, 0, -1};
   if (r != NULL) {
     f.event = (uint16_t)r->event;
     f.subject = r->rank;
     f.reporter = r->reporter;
     f.colls = r->colls;
     f.busy = (uint32_t)r->busy;
+    f.cause = r->cause;
   }
   memcpy(c->out + c->out_len, &f, sizeof(f));
   c->out_len += sizeof(f);
@@ -177,9 +178,14 @@ static void watch_event(bootstrap_watch_t* w, const bootstrap_peer_report_t* r) 
 /* The connection to c->peer ended or misbehaved: unless it said goodbye first, it is gone (and
  * nothing is known of what it had done). */
 static void watch_conn_lost(bootstrap_watch_t* w, watch_conn_t* c, int event) {
-  bootstrap_peer_report_t r = {c->peer, event, w->rank, 0, 1};
+  bootstrap_peer_report_t r = {c->peer, event, w->rank, 0, 1, -1};
   watch_conn_close(c);
   watch_event(w, &r);
+}
+
+/* A frame's cause: a rank of the communicator, or -1. */
+static int watch_cause(const bootstrap_watch_t* w, int32_t cause) {
+  return cause >= 0 && cause < w->nranks ? cause : -1;
 }
 
 static void watch_frame(bootstrap_watch_t* w, watch_conn_t* c, const watch_frame_t* f) {
@@ -196,11 +202,13 @@ static void watch_frame(bootstrap_watch_t* w, watch_conn_t* c, const watch_frame
     int event = f->event >= BOOTSTRAP_PEER_ABORTED && f->event <= BOOTSTRAP_PEER_QUIT
                     ? f->event
                     : BOOTSTRAP_PEER_ABORTED;
-    bootstrap_peer_report_t r = {c->peer, event, w->rank, f->colls, f->busy != 0};
+    bootstrap_peer_report_t r = {c->peer, event, w->rank, f->colls, f->busy != 0,
+                                 watch_cause(w, f->cause)};
     watch_conn_close(c);
     watch_event(w, &r);
   } else if (f->kind == WATCH_NOTICE) {
-    bootstrap_peer_report_t r = {f->subject, f->event, f->reporter, f->colls, f->busy != 0};
+    bootstrap_peer_report_t r = {f->subject, f->event, f->reporter, f->colls, f->busy != 0,
+                                 watch_cause(w, f->cause)};
     if (f->event >= BOOTSTRAP_PEER_EXITED && f->event <= BOOTSTRAP_PEER_QUIT) watch_event(w, &r);
   }
 }
@@ -236,9 +244,9 @@ static void watch_wake(void) {
 
 /* Under wm.lock: say goodbye (best effort), close, unlink. */
 static void watch_release(bootstrap_watch_t* w, uint64_t now) {
-  bootstrap_peer_report_t self = {w->rank, w->stop_how, w->rank, 0, 0};
+  bootstrap_peer_report_t self = {w->rank, w->stop_how, w->rank, 0, 0, -1};
   if (w->conn[0].sock.fd >= 0 || w->conn[1].sock.fd >= 0)
-    w->ops->state(w->ctx, &self.colls, &self.busy);
+    w->ops->state(w->ctx, &self.colls, &self.busy, &self.cause);
   for (int i = 0; i < 2; i++) {
     watch_conn_t* c = &w->conn[i];
     if (c->sock.fd < 0) continue;
@@ -477,7 +485,7 @@ ncclResult_t bootstrap_watch_start(bootstrap_t* bs, const bootstrap_watch_ops_t*
   sock_deadline_t dl = sock_deadline(bs->timeout_ms, bs->abort_flag);
   snprintf(name, sizeof(name), "rank %d (liveness)", next);
   CHECK_GOTO(sock_connect(&theirs.addr, name, true, &dl, &w->conn[0].sock), res, err_free);
-  watch_frame_t hello = {WATCH_MAGIC, WATCH_HELLO, 0, rank, rank, theirs.token, 0, 0, 0};
+  watch_frame_t hello = {WATCH_MAGIC, WATCH_HELLO, 0, rank, rank, theirs.token, 0, 0, -1};
   CHECK_GOTO(sock_send(&w->conn[0].sock, &hello, sizeof(hello), &dl), res, err_free);
   CHECK_GOTO(watch_accept(bs, &listener, prev, mine.token, &dl, &w->conn[1].sock), res, err_free);
   sock_close(&listener);

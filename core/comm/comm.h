@@ -74,13 +74,19 @@ struct ncclComm {
   int gpu_share;       /* most ranks of this communicator on one GPU (1: none share) */
   int cta_cap;         /* CTAs one rank may run at once (0: no cap; see comm_gpu_sharing) */
   /* Liveness of the other ranks (core/bootstrap's watch; NULL with one rank or before creation
-   * ends): 1 + the rank whose failure broke this communicator (0: none), and how many ranks
-   * left it without breaking it (destroyed it, or aborted or exited while this rank was idle).
-   * Both written by the watch thread, read atomically. */
+   * ends): 1 + the rank whose failure broke this communicator (0: none), 1 + the first rank
+   * known to have failed (died, went silent, or made a peer abort: the root cause, 0: none yet),
+   * and how many ranks left it without breaking it (destroyed it, or aborted or exited while
+   * this rank was idle). Written by the watch thread, read atomically. */
   bootstrap_watch_t* watch;
   int peer_failed;
+  int root_failed;
   int departed;
-  char fail_msg[400]; /* why, written before peer_failed is published */
+  /* Why the communicator broke, for ncclGetLastError: written once, by whoever claims it (the
+   * watch thread, or the thread that finds the network's error), then fail_ready published. */
+  int fail_claim;
+  int fail_ready;
+  char fail_msg[640];
   uint64_t magic_end;
 };
 

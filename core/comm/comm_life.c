@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "comm.h"
 
@@ -21,15 +22,63 @@ ncclResult_t comm_check(const char* func, ncclComm_t comm) {
 
 /* A network failure the proxy met, or a rank the watch found gone, becomes the communicator's
  * status (once it is ready: before, the data path may still be in the making). */
-static void comm_poll_async(ncclComm_t comm) {
+static const char* comm_peer_str(ncclComm_t comm, int rank, char* buf, size_t size);
+
+/* How long a network failure waits for the liveness watch to name the rank behind it: a
+ * process's connections all break the moment it dies, the watch's among them. */
+#define COMM_ROOT_GRACE_MS 200
+
+/* The data path's own failure (the proxy met a network error): the communicator breaks with
+ * that error. The message names the rank that failed: the one the watch saw die (or that made a
+ * peer abort), else the rank on the other end of the broken connection. */
+static void comm_fail_network(ncclComm_t comm, ncclResult_t res, const char* why) {
+  int claim = 0;
+  if (__atomic_compare_exchange_n(&comm->fail_claim, &claim, 1, false, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    int root = 0;
+    for (int waited = 0;; waited++) {
+      root = __atomic_load_n(&comm->root_failed, __ATOMIC_ACQUIRE);
+      if (root != 0 || comm->watch == NULL || waited >= COMM_ROOT_GRACE_MS) break;
+      usleep(1000);
+    }
+    char op[160], who[96];
+    enqueue_comm_last_op(comm->dp, op, sizeof(op));
+    if (root != 0) {
+      int event = bootstrap_watch_event(comm->watch, root - 1);
+      snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+               "comm %p rank %d (commId 0x%llx): %s %s; here %s; the last operation launched "
+               "here: %s. The communicator is broken: abort or destroy it, or shrink it without "
+               "rank %d",
+               (void*)comm, comm->rank, (unsigned long long)comm->comm_hash,
+               comm_peer_str(comm, root - 1, who, sizeof(who)),
+               event != 0 ? bootstrap_peer_event_str(event) : "failed", why, op, root - 1);
+    } else {
+      snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+               "comm %p rank %d (commId 0x%llx): %s; the last operation launched here: %s. The "
+               "communicator is broken: abort or destroy it",
+               (void*)comm, comm->rank, (unsigned long long)comm->comm_hash, why, op);
+    }
+    __atomic_store_n(&comm->fail_ready, 1, __ATOMIC_RELEASE);
+    WARN("%s", comm->fail_msg);
+  }
   int expected = ncclSuccess;
+  __atomic_compare_exchange_n(&comm->status, &expected, (int)res, false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
+}
+
+static void comm_poll_async(ncclComm_t comm) {
   if (__atomic_load_n(&comm->status, __ATOMIC_ACQUIRE) != ncclSuccess) return;
-  ncclResult_t net = __atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0
-                         ? ncclRemoteError
-                         : enqueue_comm_async_error(comm->dp);
-  if (net != ncclSuccess)
-    __atomic_compare_exchange_n(&comm->status, &expected, (int)net, false, __ATOMIC_ACQ_REL,
-                                __ATOMIC_ACQUIRE);
+  if (__atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0) {
+    int expected = ncclSuccess;
+    __atomic_compare_exchange_n(&comm->status, &expected, (int)ncclRemoteError, false,
+                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return;
+  }
+  char why[512];
+  ncclResult_t net = enqueue_comm_async_error(comm->dp, why, sizeof(why), NULL);
+  if (net == ncclSuccess) return;
+  if (why[0] == '\0') snprintf(why, sizeof(why), "the network failed (%s)", err_string(net));
+  comm_fail_network(comm, net, why);
 }
 
 /* "rank 3 (10.0.0.2, pid 4242)": for messages about a peer. */
@@ -59,8 +108,17 @@ static const char* comm_peer_str(ncclComm_t comm, int rank, char* buf, size_t si
 static void comm_peer_report(void* ctx, const bootstrap_peer_report_t* r) {
   ncclComm_t comm = ctx;
   const int rank = r->rank, event = r->event, reporter = r->reporter;
-  bool fatal =
-      event == BOOTSTRAP_PEER_EXITED || event == BOOTSTRAP_PEER_SILENT || rank == comm->rank;
+  const bool gone = event == BOOTSTRAP_PEER_EXITED || event == BOOTSTRAP_PEER_SILENT;
+  /* The root cause: a rank that died or went silent, or the one whose failure made a peer leave. */
+  const int root = rank != comm->rank && gone ? rank
+                   : r->cause >= 0 && r->cause != comm->rank ? r->cause
+                                                             : -1;
+  if (root >= 0) {
+    int none = 0;
+    __atomic_compare_exchange_n(&comm->root_failed, &none, root + 1, false, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
+  }
+  bool fatal = gone || rank == comm->rank;
   if (!fatal && enqueue_comm_busy(comm->dp))
     fatal = r->busy || enqueue_comm_colls(comm->dp) > r->colls;
   char who[96], by[64] = "";
@@ -74,8 +132,10 @@ static void comm_peer_report(void* ctx, const bootstrap_peer_report_t* r) {
          (unsigned long long)r->colls);
     return;
   }
-  if (__atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0)
-    return; /* the first failure is the one reported (only this thread writes it) */
+  int claim = 0;
+  if (!__atomic_compare_exchange_n(&comm->fail_claim, &claim, 1, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    return; /* the first failure is the one reported */
   char op[160];
   enqueue_comm_last_op(comm->dp, op, sizeof(op));
   if (rank == comm->rank)
@@ -83,12 +143,20 @@ static void comm_peer_report(void* ctx, const bootstrap_peer_report_t* r) {
              "comm %p rank %d: rank %d gave up on this rank: to it this rank %s; the last "
              "operation launched here: %s. The communicator is broken: abort or destroy it",
              (void*)comm, comm->rank, reporter, bootstrap_peer_event_str(event), op);
+  else if (r->cause >= 0 && r->cause != rank && r->cause != comm->rank)
+    snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+             "comm %p rank %d (commId 0x%llx): rank %d failed, and then %s %s%s; the last "
+             "operation launched here: %s. The communicator is broken: abort or destroy it, or "
+             "shrink it without ranks %d and %d",
+             (void*)comm, comm->rank, (unsigned long long)comm->comm_hash, r->cause, who,
+             bootstrap_peer_event_str(event), by, op, r->cause, rank);
   else
     snprintf(comm->fail_msg, sizeof(comm->fail_msg),
              "comm %p rank %d (commId 0x%llx): %s %s%s; the last operation launched here: %s. "
              "The communicator is broken: abort or destroy it, or shrink it without rank %d",
              (void*)comm, comm->rank, (unsigned long long)comm->comm_hash, who,
              bootstrap_peer_event_str(event), by, op, rank);
+  __atomic_store_n(&comm->fail_ready, 1, __ATOMIC_RELEASE);
   __atomic_store_n(&comm->peer_failed, rank + 1, __ATOMIC_RELEASE);
   WARN("%s", comm->fail_msg);
   int expected = ncclSuccess;
@@ -99,10 +167,11 @@ static void comm_peer_report(void* ctx, const bootstrap_peer_report_t* r) {
 
 /* What this rank's goodbye carries: its collectives launched, and whether some work is still
  * running (bootstrap_watch_ops_t). */
-static void comm_watch_state(void* ctx, uint64_t* colls_p, int* busy_p) {
+static void comm_watch_state(void* ctx, uint64_t* colls_p, int* busy_p, int* cause_p) {
   ncclComm_t comm = ctx;
   *colls_p = enqueue_comm_colls(comm->dp);
   *busy_p = enqueue_comm_busy(comm->dp);
+  *cause_p = __atomic_load_n(&comm->root_failed, __ATOMIC_ACQUIRE) - 1;
 }
 
 static const bootstrap_watch_ops_t comm_watch_ops = {comm_peer_report, comm_watch_state};
@@ -142,7 +211,7 @@ ncclResult_t comm_check_ready(const char* func, ncclComm_t comm) {
     return ncclInvalidArgument;
   }
   if (status != ncclSuccess) {
-    if (__atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0)
+    if (__atomic_load_n(&comm->fail_ready, __ATOMIC_ACQUIRE) != 0)
       WARN("%s: comm %p failed earlier: %s", func, (void*)comm, comm->fail_msg);
     else
       WARN("%s: comm %p failed earlier (%s); abort or destroy it", func, (void*)comm,
@@ -176,7 +245,8 @@ ncclResult_t comm_get_async_error(ncclComm_t comm, ncclResult_t* res_p) {
   comm_poll_async(comm);
   *res_p = (ncclResult_t)__atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
   /* The caller's next ncclGetLastError says why, whichever thread found it. */
-  if (*res_p == ncclRemoteError && __atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0)
+  if (*res_p != ncclSuccess && *res_p != ncclInProgress &&
+      __atomic_load_n(&comm->fail_ready, __ATOMIC_ACQUIRE) != 0)
     err_set_last("%s", comm->fail_msg);
   return ncclSuccess;
 }

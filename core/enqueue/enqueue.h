@@ -107,7 +107,7 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* args, enq_comm_t** dp_p)
 void enqueue_comm_abort(enq_comm_t* dp);
 /* ncclSuccess, or the error that stopped the communicator's data path behind the user's back
  * (a network failure seen by the proxy thread). */
-ncclResult_t enqueue_comm_async_error(enq_comm_t* dp);
+ncclResult_t enqueue_comm_async_error(enq_comm_t* dp, char* msg, size_t size, int* peer_p);
 /* Whether operations launched outside graph capture have not completed yet (0 after an error
  * of the query: nothing to wait for then). Any thread. */
 bool enqueue_comm_busy(enq_comm_t* dp);

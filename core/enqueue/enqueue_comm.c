@@ -423,8 +423,8 @@ out:
   return res;
 }
 
-ncclResult_t enqueue_comm_async_error(enq_comm_t* dp) {
-  return dp == NULL ? ncclSuccess : transport_async_error(dp->transport);
+ncclResult_t enqueue_comm_async_error(enq_comm_t* dp, char* msg, size_t size, int* peer_p) {
+  return transport_async_error(dp == NULL ? NULL : dp->transport, msg, size, peer_p);
 }
 
 void enqueue_comm_abort(enq_comm_t* dp) {

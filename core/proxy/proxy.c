@@ -91,6 +91,9 @@ struct proxy {
   int sleeping;       /* atomic: the thread is (about to be) in cond_wait; set under lock */
   int active;         /* atomic: launches begun and not ended */
   int error;          /* atomic: ncclResult_t of the first failure */
+  int fail_ready;     /* atomic: fail_msg and fail_peer are written (after error) */
+  int fail_peer;
+  char fail_msg[512];
   uint64_t sweeps;    /* atomic */
   proxy_end_t** ends; /* the thread's own */
   int nends;
@@ -154,11 +157,18 @@ static int proxy_aborted(const proxy_t* p) {
 static void proxy_fail(proxy_t* p, const proxy_end_t* e, const char* what, ncclResult_t res) {
   int expected = ncclSuccess;
   if (__atomic_compare_exchange_n(&p->error, &expected, (int)res, false, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE))
-    WARN(
-        "proxy: rank %d, %s connection %d with rank %d: %s failed (%s); the communicator's "
-        "kernels are stopped, ncclCommGetAsyncError reports it",
-        p->rank, e->c.is_send ? "send" : "receive", e->c.id, e->c.peer, what, err_string(res));
+                                  __ATOMIC_ACQUIRE)) {
+    /* What the plugin said on this thread, if anything: its own words name the cause. */
+    const char* said = err_last();
+    snprintf(p->fail_msg, sizeof(p->fail_msg),
+             "the network %s connection %d with rank %d: %s failed (%s)", e->c.is_send ? "send" : "receive", e->c.id, e->c.peer, what,
+             said[0] != '\0' ? said : err_string(res));
+    p->fail_peer = e->c.peer;
+    __atomic_store_n(&p->fail_ready, 1, __ATOMIC_RELEASE);
+    WARN("proxy: rank %d, %s; the communicator's kernels are stopped, ncclCommGetAsyncError "
+         "reports it",
+         p->rank, p->fail_msg);
+  }
   if (p->kernel_abort != NULL) __atomic_store_n(p->kernel_abort, 1u, __ATOMIC_SEQ_CST);
 }
 
@@ -653,8 +663,16 @@ void proxy_launch_end(proxy_t* p) {
   __atomic_sub_fetch(&p->active, 1, __ATOMIC_ACQ_REL);
 }
 
-ncclResult_t proxy_error(const proxy_t* p) {
-  return p == NULL ? ncclSuccess : (ncclResult_t)__atomic_load_n(&p->error, __ATOMIC_ACQUIRE);
+ncclResult_t proxy_error(const proxy_t* p, char* msg, size_t size, int* peer_p) {
+  if (msg != NULL && size > 0) msg[0] = '\0';
+  if (peer_p != NULL) *peer_p = -1;
+  if (p == NULL) return ncclSuccess;
+  ncclResult_t res = (ncclResult_t)__atomic_load_n(&p->error, __ATOMIC_ACQUIRE);
+  if (res != ncclSuccess && __atomic_load_n(&p->fail_ready, __ATOMIC_ACQUIRE)) {
+    if (msg != NULL && size > 0) snprintf(msg, size, "%s", p->fail_msg);
+    if (peer_p != NULL) *peer_p = p->fail_peer;
+  }
+  return res;
 }
 
 int proxy_active(const proxy_t* p) { return __atomic_load_n(&p->active, __ATOMIC_ACQUIRE); }

@@ -80,8 +80,10 @@ void proxy_launch_end(proxy_t* proxy);
 void proxy_prof_op(proxy_t* proxy, const void* key, void* parent, uint32_t nsteps, int chunk,
                    int channel);
 
-/* ncclSuccess, or the first network error the thread met. */
-ncclResult_t proxy_error(const proxy_t* proxy);
+/* The first failure (ncclSuccess: none); when msg is given, what failed and with which rank
+ * ("the network receive connection 3 with rank 2: test of a receive failed (...)"; empty until
+ * written, just after the error is), and that rank in *peer_p (-1 when unknown). */
+ncclResult_t proxy_error(const proxy_t* proxy, char* msg, size_t size, int* peer_p);
 
 /* For tests: launches begun and not ended, and sweeps made so far. */
 int proxy_active(const proxy_t* proxy);

@@ -124,8 +124,9 @@ void transport_launch_abandon(transport_t* t, cudaStream_t stream, int capturing
 void transport_prof_attach(transport_t* t, prof_t* prof);
 void transport_prof_op(transport_t* t, const void* key, void* parent, uint32_t nsteps, int chunk,
                        int channel);
-/* ncclSuccess, or the network error that stopped the proxy. */
-ncclResult_t transport_async_error(const transport_t* t);
+/* ncclSuccess, or the network error that stopped the proxy; msg and peer_p (optional) as
+ * proxy_error's. */
+ncclResult_t transport_async_error(const transport_t* t, char* msg, size_t size, int* peer_p);
 
 /* Bytes of device memory and of host shared memory allocated by this transport so far. */
 void transport_mem_usage(const transport_t* t, uint64_t* dev_bytes_p, uint64_t* host_bytes_p);

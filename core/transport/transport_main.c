@@ -200,8 +200,13 @@ void transport_launch_abandon(transport_t* t, cudaStream_t stream, int capturing
     proxy_launch_end(t->proxy);
 }
 
-ncclResult_t transport_async_error(const transport_t* t) {
-  return t == NULL ? ncclSuccess : proxy_error(t->proxy);
+ncclResult_t transport_async_error(const transport_t* t, char* msg, size_t size, int* peer_p) {
+  if (t == NULL) {
+    if (msg != NULL && size > 0) msg[0] = '\0';
+    if (peer_p != NULL) *peer_p = -1;
+    return ncclSuccess;
+  }
+  return proxy_error(t->proxy, msg, size, peer_p);
 }
 
 void transport_mem_usage(const transport_t* t, uint64_t* dev_bytes_p, uint64_t* host_bytes_p) {

@@ -866,6 +866,7 @@ typedef struct {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   int self;
+  int nranks;
   int n;
   bootstrap_peer_report_t r[64];
   double at[64];
@@ -883,11 +884,13 @@ static void watch_record(void* ctx, const bootstrap_peer_report_t* r) {
   pthread_mutex_unlock(&l->lock);
 }
 
-/* What a rank's goodbye says of it here: 100 + rank collectives, busy on odd ranks. */
-static void watch_state(void* ctx, uint64_t* colls_p, int* busy_p) {
+/* What a rank's goodbye says of it here: 100 + rank collectives, busy on odd ranks, and as the
+ * rank whose failure made it leave, the next rank on odd ranks (none on even ones). */
+static void watch_state(void* ctx, uint64_t* colls_p, int* busy_p, int* cause_p) {
   const watch_log_t* l = ctx;
   *colls_p = 100 + (uint64_t)l->self;
   *busy_p = l->self % 2;
+  *cause_p = l->self % 2 ? (l->self + 1) % l->nranks : -1;
 }
 
 static const bootstrap_watch_ops_t watch_test_ops = {watch_record, watch_state};
@@ -914,7 +917,7 @@ static int watch_rank(int rank, job_t* j) {
   bootstrap_t* bs = NULL;
   EXPECT(bootstrap_init(j->ids, 1, rank, j->nranks, NULL, &bs) == ncclSuccess);
   if (bs == NULL) return bad;
-  watch_log_t log = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, rank, 0, {{0}}, {0}};
+  watch_log_t log = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, rank, j->nranks, 0, {{0}}, {0}};
   bootstrap_watch_t* w = NULL;
   EXPECT(bootstrap_watch_start(bs, &watch_test_ops, &log, &w) == ncclSuccess);
   EXPECT(w != NULL);
@@ -964,10 +967,12 @@ static int watch_rank(int rank, job_t* j) {
       /* A goodbye carries what the victim said of itself (watch_state), around the ring too; of
        * a rank that is just gone nothing is known. */
       if (j->action == WATCH_KILL || j->action == WATCH_STOP)
-        EXPECT(r->colls == 0 && r->busy == 1);
+        EXPECT(r->colls == 0 && r->busy == 1 && r->cause == -1);
       else
-        EXPECT_MSG(r->colls == 100u + (uint64_t)v && r->busy == v % 2, "colls %llu busy %d",
-                   (unsigned long long)r->colls, r->busy);
+        EXPECT_MSG(r->colls == 100u + (uint64_t)v && r->busy == v % 2 &&
+                       r->cause == (v % 2 ? (v + 1) % n : -1),
+                   "colls %llu busy %d cause %d", (unsigned long long)r->colls, r->busy,
+                   r->cause);
       fprintf(stderr, "[rank %d] rank %d: event %d after %.0f ms, seen by rank %d\n", rank, v,
               r->event, (log.at[i] - t0) * 1e3, r->reporter);
     }

@@ -1451,7 +1451,7 @@ static int net_rank(int rank, const job_t* j) {
                "channel %d: %llu steps sent, %llu received of %d", c,
                (unsigned long long)sent[c], (unsigned long long)got[c], NET_STEPS);
   EXPECT(wrong == 0);
-  EXPECT(transport_async_error(t) == ncclSuccess && kabort == 0);
+  EXPECT(transport_async_error(t, NULL, 0, NULL) == ncclSuccess && kabort == 0);
   /* The proxy sleeps once the launch is over and every send is out. */
   EXPECT(bootstrap_barrier(bs) == ncclSuccess);
   {
@@ -1737,7 +1737,9 @@ static int net_death_rank(int rank, const job_t* j) {
         __atomic_store_n(out[1].head, ++got, __ATOMIC_RELEASE);
     }
     const double el = now_s() - t0;
-    const ncclResult_t async = transport_async_error(t);
+    char why[512];
+    int why_peer = -2;
+    const ncclResult_t async = transport_async_error(t, why, sizeof(why), &why_peer);
     printf("[rank %d] peer killed: abort flag after %.0f ms (%llu steps out, %llu in), error %d\n",
            rank, el * 1e3, (unsigned long long)sent, (unsigned long long)got, (int)async);
     EXPECT_MSG(kabort != 0 && el < 3.0, "the abort flag is %u after %.1f s", kabort, el);
@@ -1745,6 +1747,9 @@ static int net_death_rank(int rank, const job_t* j) {
      * in its proxy's hands). */
     EXPECT(sent >= 200);
     EXPECT(async == ncclRemoteError || async == ncclSystemError);
+    /* What failed names the connection and the rank on its other end. */
+    EXPECT_MSG(why_peer == 1 && strstr(why, "with rank 1") != NULL, "peer %d: '%s'", why_peer,
+               why);
     proxy_launch_end(t->proxy);
   }
   const double td = now_s();
