@@ -9,7 +9,8 @@
 #   compare-net:OPS  the same with every rank pair through the network (p2p and shm off):
 #              Choir's net-socket vs NVIDIA's internal Socket transport, over NET_IFNAME (lo);
 #              then one line on issue 7's bar: the cells from 1 MB where Choir's busbw is lower
-#   netplugin  NVIDIA's NCCL loads Choir's net-socket (NCCL_NET_PLUGIN), all_reduce checked
+#   netplugin  NVIDIA's NCCL loads Choir's net plugins (NCCL_NET_PLUGIN; NETPLUGINS, default
+#              socket), all_reduce checked
 #   plugins    Choir's tuner and profiler plugins loaded into NVIDIA's NCCL, all_reduce on NGPUS
 #   sanitize   compute-sanitizer memcheck and racecheck on the kernel checker
 #   check[:ARGS]  the correctness suite (test/multigpu/coll_check) over the bar's configurations.
@@ -68,8 +69,10 @@
 #              script's MPS daemon when a world size exceeds NGPUS; its lines go into the summary
 #   sanitize-check  compute-sanitizer memcheck and racecheck on a 2-rank quick subset of
 #              coll_check (2 GPUs; with one GPU, 2 ranks sharing it)
-#   faults[:N] test/multigpu/fault_check: 3 ranks (sharing the GPUs under MPS when fewer), the
-#              last killed in the middle of an all-reduce and of a send/recv ring, N repetitions
+#   faults[:N] test/multigpu/fault_check (FAULT_ONLY=REGEX picks cases by name, e.g. 'net$';
+#              FAULT_TIMEOUT: seconds per case, default 590): 3 ranks (sharing the GPUs under MPS
+#              when fewer), the last killed in the middle of an all-reduce and of a send/recv
+#              ring, N repetitions
 #              (default 20) each over p2p, shm and the network: every survivor reports the error
 #              within 3 s, naming the rank, and aborts within 5 s; no hang. Then over p2p: the
 #              victim stopped (SIGSTOP: within CHOIR_PEER_TIMEOUT 5 s + 3 s), and killed or
@@ -81,7 +84,9 @@
 # Environment: NGPUS (default: all), BUILD (default build-dev), PERF_ARGS (perf options),
 # PERF_SHARED_ARGS, ONE_RANK_REPEAT, TORCH_SIZES,
 # REF_TOPO (ranks of ref runs, default "-g NGPUS"; e.g. "-p 4"), REF_TAG (log name suffix),
-# LIB (check steps: choir or nvidia), CHECK_CONFIGS, CHECK_TIMEOUT (seconds per run, default 900),
+# NETPLUGIN_DIR and NETLIB_DIR (carried net plugins and the libraries they need, e.g. libfabric
+# and UCX on a machine without them: test/tools/carry-netlibs.sh), LIB (check steps: choir or
+# nvidia), CHECK_CONFIGS, CHECK_TIMEOUT (seconds per run, default 900),
 # CHECK_STACKS_AT (seconds: a check run still going then gets its threads' stacks: gdb, or
 # without it coll_check's own SIGUSR2 dump, CHOIR_TEST_STACKS=1, resolved with addr2line),
 # LOGS=keep (leave every log in OUT; default: only logs.tgz and summary.txt stay),
@@ -260,14 +265,24 @@ print("net bar (busbw >= NVIDIA from 1 MB): %d cells, %d below: %s; worst repeat
 PY
       ;;
     netplugin)
-      # NVIDIA's NCCL loads Choir's net-socket and runs an all-reduce through it (checked).
+      # NVIDIA's NCCL loads each of Choir's net plugins (NETPLUGINS, default "socket"; from
+      # NETPLUGIN_DIR, default the build's plugins/) and runs an all_reduce through it (checked).
       perf="$build/test/perf/all_reduce_perf"
-      LD_LIBRARY_PATH="$ref_lib" NCCL_NET_PLUGIN="$PWD/$build/plugins/libnccl-net-socket.so" \
-        NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} \
-        NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV \
-        timeout 300 "$perf" -b 1M -e 256M -f 4 -g "$ngpus" -c 1 -w 1 -n 3 >"$out/netplugin.log" 2>&1
-      rc=$?
-      note "net-socket in NVIDIA NCCL: rc=$rc; $(grep -m1 -oE 'NET/Plugin: Loaded net plugin [^ ]+ \(v[0-9]+\)|Loaded net plugin.*' "$out/netplugin.log" | head -1); $(grep -m1 -oE 'Using network [A-Za-z]+' "$out/netplugin.log"); $(grep -c 'via NET/Socket' "$out/netplugin.log") connections via NET/Socket; $(grep -oE 'Out of bounds values : [0-9]+ [A-Z]+' "$out/netplugin.log")"
+      for pname in ${NETPLUGINS:-socket}; do
+        penv=()
+        case "$pname" in
+          ofi) penv=(FI_PROVIDER=tcp FI_TCP_IFACE="${NET_IFNAME:-lo}") ;;
+          ucx) penv=(UCX_TLS=tcp UCX_NET_DEVICES="${NET_IFNAME:-lo}") ;;
+        esac
+        log="$out/netplugin-$pname.log"
+        env ${penv[@]+"${penv[@]}"} LD_LIBRARY_PATH="$ref_lib${NETLIB_DIR:+:$NETLIB_DIR}" \
+          NCCL_NET_PLUGIN="${NETPLUGIN_DIR:-$PWD/$build/plugins}/libnccl-net-$pname.so" \
+          NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} \
+          NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV \
+          timeout 300 "$perf" -b 1M -e 256M -f 4 -g "$ngpus" -c 1 -w 1 -n 3 >"$log" 2>&1
+        rc=$?
+        note "net-$pname in NVIDIA NCCL: rc=$rc; $(grep -m1 -oE 'NET/Plugin: Loaded net plugin [^ ]+ \(v[0-9]+\)|Loaded net plugin.*' "$log" | head -1); $(grep -m1 -oE 'Using network [A-Za-z]+' "$log"); $(grep -cE 'via NET/[A-Za-z]+' "$log") connections via NET; $(grep -oE 'Out of bounds values : [0-9]+ [A-Z]+' "$log")"
+      done
       ;;
     plugins)
       perf="$build/test/perf/all_reduce_perf"
@@ -335,12 +350,13 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
       else
         fault_run() { # NAME REPS ENV... -- ARGS...
           local name=$1 n=$2
+          [[ "$name" =~ ${FAULT_ONLY:-.} ]] || return 0
           shift 2
           local envs=()
           while [ "$1" != -- ]; do envs+=("$1"); shift; done
           shift
           env "${envs[@]}" NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} LD_LIBRARY_PATH="$PWD/$build" \
-            timeout 590 "$build/test/multigpu/fault_check" -n 3 --reps "$n" "$@" >"$out/faults-$name.log" 2>&1
+            timeout "${FAULT_TIMEOUT:-590}" "$build/test/multigpu/fault_check" -n 3 --reps "$n" "$@" >"$out/faults-$name.log" 2>&1
           note "faults $name: rc=$? $(tail -1 "$out/faults-$name.log")"
           grep -E "FAILED|hung|STUCK|did not" "$out/faults-$name.log" | head -3 | cut -c1-240 |
             sed 's/^/    /' | tee -a "$summary"
@@ -353,6 +369,11 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         fault_run stop-allreduce-p2p 5 -- --how stop
         fault_run kill-init-p2p 5 -- --when init
         fault_run stop-init-p2p 3 -- --when init --how stop
+        # Under MPS, its server's log says which client met a GPU fault (by pid).
+        if [ -n "${CUDA_MPS_LOG_DIRECTORY:-}" ] && [ -f "$CUDA_MPS_LOG_DIRECTORY/server.log" ]; then
+          cp "$CUDA_MPS_LOG_DIRECTORY/server.log" "$out/faults-mps-server.log"
+          note "faults: MPS server log: $(grep -ciE 'fault|exception|error' "$out/faults-mps-server.log") lines about faults or errors"
+        fi
         mps_stop >/dev/null
       fi
       ;;
@@ -467,7 +488,7 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         log="$out/check-${LIB:-choir}-$n-$mode-$tr${rpgf:+-$rpgf}.log"
         t0=$(date +%s)
         [ -n "${CHECK_STACKS_AT:-}" ] && envs+=(CHOIR_TEST_STACKS=1)
-        env ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$libdir" CHOIR_TEST_NDEV="$n" \
+        env ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$libdir${NETLIB_DIR:+:$NETLIB_DIR}" CHOIR_TEST_NDEV="$n" \
           CHOIR_TEST_RPG="$rpg" \
           timeout "${CHECK_TIMEOUT:-900}" "$exe" --mode "$mode" "${runargs[@]}" >"$log" 2>&1 &
         run_pid=$!

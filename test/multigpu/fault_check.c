@@ -64,7 +64,9 @@ typedef struct {
   int stream_drained; /* the stream completed (or failed) after the abort */
   int cuda_err;       /* a CUDA error seen on the stream (0 none) */
   int iters;          /* all-reduces that completed */
+  int pid;            /* the survivor's process (to match the MPS server's log) */
   double detect_s, abort_s, drain_s; /* detection time (CLOCK_REALTIME); abort and drain */
+  double abort_at;                   /* CLOCK_REALTIME when ncclCommAbort was called */
   char msg[240];                     /* ncclGetLastError after the detection */
 } fc_result_t;
 
@@ -123,6 +125,7 @@ static int fc_rank(fc_shared_t* sh, const ncclUniqueId* id, int rank, const fc_c
   if (cudaSetDevice(rank % c->ngpus) != cudaSuccess) return 2;
   const int victim = c->n - 1;
   fc_result_t* me = &sh->r[rank];
+  me->pid = (int)getpid();
   me->async = ncclSuccess;
   if (rank == victim && c->when == FC_WHEN_INIT) {
     static fc_victim_arg_t a;
@@ -180,6 +183,7 @@ static int fc_rank(fc_shared_t* sh, const ncclUniqueId* id, int rank, const fc_c
   }
   snprintf(me->msg, sizeof(me->msg), "%s", ncclGetLastError(comm));
   double t0 = fc_now();
+  me->abort_at = t0;
   me->abort_res = ncclCommAbort(comm);
   me->abort_s = fc_now() - t0;
   /* The kernels gave up: the stream ends (well or with an error) soon. */
@@ -191,6 +195,10 @@ static int fc_rank(fc_shared_t* sh, const ncclUniqueId* id, int rank, const fc_c
   me->stream_drained = e != cudaErrorNotReady;
   if (e != cudaSuccess && e != cudaErrorNotReady && me->cuda_err == 0) me->cuda_err = (int)e;
   __atomic_store_n(&me->done, 1, __ATOMIC_RELEASE); /* after everything else it wrote */
+  /* FAULT_CHECK_LINGER_MS: stay a while before exiting (does anything of the communicator
+   * outlive its abort until the process ends?). */
+  const char* linger = getenv("FAULT_CHECK_LINGER_MS");
+  if (linger != NULL) fc_sleep_us((long)atoi(linger) * 1000);
   return 0;
 }
 
@@ -291,18 +299,26 @@ static int fc_rep(const char* self, int rep, const fc_cfg_t* c, double bound_ms,
                    (c->when == FC_WHEN_INIT || strstr(x->msg, name)) &&
                    x->abort_res == ncclSuccess && x->abort_s < 5.0 && x->stream_drained &&
                    x->drain_s < 5.0;
+    if (getenv("FAULT_CHECK_VERBOSE")) {
+      /* Wall-clock times (seconds within the minute), to match the MPS server's log. */
+      const double m0 = 60.0 * (double)(long)(sh->death_s / 60.0);
+      printf("rep %d: rank %d (pid %d): victim gone at %.3f, detected %.3f, abort %.3f..%.3f, "
+             "drained %.3f\n",
+             rep, r, x->pid, sh->death_s - m0, x->detect_s - m0, x->abort_at - m0,
+             x->abort_at + x->abort_s - m0, x->abort_at + x->abort_s + x->drain_s - m0);
+    }
     if (!ok || getenv("FAULT_CHECK_VERBOSE"))
       printf(
-          "rep %d: rank %d: error %d after %.0f ms (%d operations done), abort %d in %.0f ms, "
-          "stream %s in %.0f ms (CUDA error %d): %s\n",
-          rep, r, x->async, detect_ms, x->iters, x->abort_res, x->abort_s * 1e3,
+          "rep %d: rank %d (pid %d): error %d after %.0f ms (%d operations done), abort %d in "
+          "%.0f ms, stream %s in %.0f ms (CUDA error %d): %s\n",
+          rep, r, x->pid, x->async, detect_ms, x->iters, x->abort_res, x->abort_s * 1e3,
           x->stream_drained ? "drained" : "STUCK", x->drain_s * 1e3, x->cuda_err, x->msg);
     bad += !ok;
     if (detect_ms > rep_detect) rep_detect = detect_ms;
     if (x->abort_s * 1e3 > rep_abort) rep_abort = x->abort_s * 1e3;
   }
-  printf("rep %d: %d survivors, slowest detection %.0f ms, slowest abort %.0f ms%s\n", rep, victim,
-         rep_detect, rep_abort, bad || hangs ? " FAILED" : "");
+  printf("rep %d: %d survivors, slowest detection %.0f ms, slowest abort %.0f ms, victim pid %d%s\n",
+         rep, victim, rep_detect, rep_abort, (int)pids[victim], bad || hangs ? " FAILED" : "");
   if (rep_detect > *worst_detect) *worst_detect = rep_detect;
   if (rep_abort > *worst_abort) *worst_abort = rep_abort;
   munmap(sh, sizeof(fc_shared_t));
@@ -335,7 +351,7 @@ int main(int argc, char** argv) {
                 .when = FC_WHEN_OP};
   int reps = 20;
   double bound_ms = 0;
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) { /* every option takes a value */
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
     int ok = v != NULL;
     if (ok && strcmp(argv[i], "-n") == 0)
@@ -363,7 +379,6 @@ int main(int argc, char** argv) {
               argv[0]);
       return 2;
     }
-    i++;
   }
   if (c.n < 2 || c.n > FC_MAX_RANKS || c.bytes < sizeof(float) || reps < 1) {
     fprintf(stderr, "fault_check: -n must be 2..%d, --bytes at least 4, --reps at least 1\n",

@@ -94,7 +94,7 @@ static ncclResult_t mock_init(void** context, int* mask) {
 #define MOCK_TABLE MOCK_CAT(MOCK_CAT(ncclProfiler_v, MOCK_PROF_V), _t)
 #define MOCK_SYMBOL MOCK_CAT(ncclProfiler_v, MOCK_PROF_V)
 
-static inline const char* s_or(const char* s) { return s != NULL ? s : "(null)"; }
+__attribute__((unused)) static inline const char* s_or(const char* s) { return s != NULL ? s : "(null)"; }
 
 static ncclResult_t mock_start(void* context, void** eHandle, MOCK_DESCR* d) {
   mock_ctx_t* c = context;
