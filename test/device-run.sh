@@ -523,6 +523,15 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
               grep -q "rings in rank order" "$log"; then
               note "  hosts: the rings did not come from the searches of the 2 hosts"
               rc=1
+            fi
+            # What each communicator held (INFO INIT), the largest seen on any rank.
+            mem=$(grep -oE "memory after [a-z/ ]+: [0-9.]+ MiB of GPU memory, [0-9.]+ MiB" "$log" |
+              sort -t: -k2 -g | tail -1)
+            if [ -z "$mem" ]; then
+              note "  hosts: no communicator reported its memory (INFO line 'memory after ...')"
+              rc=1
+            else
+              note "      hosts: largest $mem"
             fi ;;
           gdr) # every rank on GPUDirect; the shim saw GPU memory registered, sent, received, flushed
             ng=$(grep -c "GPU Direct RDMA with network device .*: receives and sends" "$log")

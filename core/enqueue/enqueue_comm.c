@@ -122,6 +122,17 @@ static ncclResult_t enq_upload_comm(enq_comm_t* dp) {
   return enq_upload(dp, dp->dev_kc, &dp->host_kc, sizeof(dp->host_kc));
 }
 
+/* One INFO line with what the communicator holds now (after `what` was made): device memory
+ * (its own and its connections' buffers) and pinned or shared host memory. */
+static void enq_mem_report(const enq_comm_t* dp, const char* what) {
+  uint64_t dev = 0, host = 0;
+  enqueue_comm_mem_usage(dp, &dev, &host);
+  INFO(NCCL_INIT, "comm 0x%llx rank %d: memory after %s: %.1f MiB of GPU memory, %.1f MiB of "
+       "pinned or shared host memory",
+       (unsigned long long)dp->comm_hash, dp->rank, what, (double)dev / 1048576.0,
+       (double)host / 1048576.0);
+}
+
 static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   /* The channel count and the protocols must be equal everywhere: agree on the slowest
    * transport any pair of ranks uses, within a node and overall. */
@@ -186,6 +197,7 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
     if (c0->slot_bytes[p] != 0) tp.proto_mask |= 1u << p;
   }
   CHECK(tune_create(&tp, dp->comm_hash, dp->rank, &dp->tune));
+  enq_mem_report(dp, "its ring connections");
   INFO(NCCL_INIT | NCCL_TUNING,
        "comm 0x%llx rank %d: %d ring channels connected via %s (links: %s %d, %s %d), slots LL "
        "%u LL128 %u Simple %u, protocol mask 0x%x",
@@ -417,6 +429,7 @@ ncclResult_t enqueue_comm_connect_p2p(enq_comm_t* dp, const int* peers, int npee
     INFO(NCCL_P2P, "comm 0x%llx rank %d: %d send/recv channels with rank %d via %s",
          (unsigned long long)dp->comm_hash, dp->rank, dp->p2p_nch_peer[peers[i]], peers[i],
          transport_kind_name(transport_kind(dp->transport, peers[i])));
+  enq_mem_report(dp, "new send/recv connections");
 out:
   free(conns);
   free(reqs);
