@@ -9,6 +9,8 @@
 #   compare-net:OPS  the same with every rank pair through the network (p2p and shm off):
 #              Choir's net-socket vs NVIDIA's internal Socket transport, over NET_IFNAME (lo);
 #              then one line on issue 7's bar: the cells from 1 MB where Choir's busbw is lower
+#   compare-netplugin:NAME:OPS  Choir through its net plugin NAME (ofi, ucx, ib, socket; from
+#              NETPLUGIN_DIR) against NVIDIA's internal Socket transport, p2p and shm off
 #   netplugin  NVIDIA's NCCL loads Choir's net plugins (NCCL_NET_PLUGIN; NETPLUGINS, default
 #              socket), all_reduce checked
 #   plugins    Choir's tuner and profiler plugins loaded into NVIDIA's NCCL, all_reduce on NGPUS
@@ -263,6 +265,26 @@ worst = ["%s@%s %s" % (r["op"], r["size"], r["ratio_min"]) for r in rows if floa
 print("net bar (busbw >= NVIDIA from 1 MB): %d cells, %d below: %s; worst repeat below 1 in %d" %
       (len(rows), len(below), ", ".join(below) or "none", len(worst)))
 PY
+      ;;
+    compare-netplugin:*)
+      # Choir through its net plugin NAME against NVIDIA's internal Socket transport, every rank
+      # pair through the network over NET_IFNAME (lo): compare-netplugin:NAME:OPS.
+      rest=${step#compare-netplugin:}
+      pname=${rest%%:*} ops=${rest#*:}
+      penv=(--env-a "NCCL_NET_PLUGIN=${NETPLUGIN_DIR:-$PWD/$build/plugins}/libnccl-net-$pname.so")
+      case "$pname" in
+        ofi) penv+=(--env-a FI_PROVIDER=tcp --env-a "FI_TCP_IFACE=${NET_IFNAME:-lo}") ;;
+        ucx) penv+=(--env-a UCX_TLS=tcp --env-a "UCX_NET_DEVICES=${NET_IFNAME:-lo}") ;;
+      esac
+      # shellcheck disable=SC2086 # PERF_ARGS is a list of options
+      NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} \
+        LD_LIBRARY_PATH="${NETLIB_DIR:-}" \
+        test/perf/compare --lib-a "$PWD/$build" --name-a "choir-$pname" --lib-b "$ref_lib" \
+        --name-b nccl-socket --bin-dir "$build/test/perf" --ops "$ops" --ngpus "$ngpus" \
+        --out "$out/net-$pname" "${penv[@]}" --env-b NCCL_NET=Socket --env-b NCCL_NET_PLUGIN=none \
+        ${PERF_ARGS:-} >"$out/compare-net-$pname.log" 2>&1
+      note "compare-netplugin $pname ($ngpus GPUs, over ${NET_IFNAME:-lo}): rc=$? (table in compare-net-$pname.log)"
+      grep -E "geometric mean" "$out/compare-net-$pname.log" | sed 's/^/    /' | tee -a "$summary"
       ;;
     netplugin)
       # NVIDIA's NCCL loads each of Choir's net plugins (NETPLUGINS, default "socket"; from

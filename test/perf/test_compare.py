@@ -99,6 +99,36 @@ def main():
         check(os.path.exists(os.path.join(out_dir, "all_reduce-choir-1.json")),
               "raw JSON kept", str(os.listdir(out_dir)))
 
+        # An environment for one library only (a net plugin for A, B's own transport): each
+        # run gets its own, and the commands shown say so; NVLS stays off whatever is asked.
+        rc, out, err = run(compare, common + ["--ops", "all_reduce", "--env-a",
+                                              "NCCL_NET_PLUGIN=/x/libnccl-net-ofi.so", "--env-b",
+                                              "NCCL_NET=Socket", "--env-b", "NCCL_NVLS_ENABLE=1"])
+        check(rc == 0, "--env-a/--env-b: exit status %d" % rc, out + err)
+        envs = {}
+        for lab in ("choir", "nccl"):
+            with open(os.path.join(out_dir, "all_reduce-%s-0.json" % lab)) as f:
+                envs[lab] = json.load(f)["env"]
+        check("NCCL_NET_PLUGIN=/x/libnccl-net-ofi.so" in envs["choir"] and
+              not any(v.startswith("NCCL_NET=") for v in envs["choir"]),
+              "library A's environment", str(envs["choir"]))
+        check("NCCL_NET=Socket" in envs["nccl"] and "NCCL_NVLS_ENABLE=0" in envs["nccl"] and
+              not any(v.startswith("NCCL_NET_PLUGIN=") for v in envs["nccl"]),
+              "library B's environment", str(envs["nccl"]))
+        shown = [l for l in out.splitlines() if l.startswith("# [")]
+        check(any(l.startswith("# [choir]") and " NCCL_NET_PLUGIN=/x/libnccl-net-ofi.so " in l
+                  for l in shown) and
+              any(l.startswith("# [nccl]") and " NCCL_NET=Socket " in l for l in shown),
+              "commands show each library's environment", out)
+        rc, out, err = run(compare, common + ["--ops", "all_reduce", "--env-a", "NO_EQUALS",
+                                              "--dry-run"])
+        check(rc == 2 and "--env-a: not KEY=VALUE: 'NO_EQUALS'" in err,
+              "a malformed --env-a is refused (%d)" % rc, out + err)
+        rc, out, err = run(compare, common + ["--ops", "all_reduce", "--procs", "2", "--dry-run",
+                                              "--mpirun", "mpirun", "--env-a", "UCX_TLS=tcp"])
+        check(rc == 0 and "-x NCCL_NVLS_ENABLE -x UCX_TLS " in out,
+              "mpirun exports library A's variables", out + err)
+
         rc, out, err = run(compare, common + ["--ops", "reduce", "-c", "1"],
                            {"MOCK_NCCL_CORRUPT": "1"})
         check(rc == 1 and "WRONG" in out and "had wrong results" in err,
