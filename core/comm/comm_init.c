@@ -401,7 +401,8 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
                            .graph_bw_inter = graph ? graph->bw_inter : 0.0f,
                            .nnodes = nnodes,
                            .local_ranks = local_ranks,
-                           .comm_name = comm->config.comm_name};
+                           .comm_name = comm->config.comm_name,
+                           .nonblocking = comm->config.blocking == 0};
   if (res == ncclSuccess) res = enqueue_comm_create(&dargs, &comm->dp);
   graph_free(graph);
   free(tpeers);

@@ -68,6 +68,14 @@ static void comm_fail_network(ncclComm_t comm, ncclResult_t res, const char* why
 
 static void comm_poll_async(ncclComm_t comm) {
   if (__atomic_load_n(&comm->status, __ATOMIC_ACQUIRE) != ncclSuccess) return;
+  /* A non-blocking group end that failed in the background breaks the communicator. */
+  ncclResult_t deferred = enqueue_comm_deferred_result(comm->dp);
+  if (deferred != ncclSuccess) {
+    int expected = ncclSuccess;
+    __atomic_compare_exchange_n(&comm->status, &expected, (int)deferred, false,
+                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return;
+  }
   if (__atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0) {
     int expected = ncclSuccess;
     __atomic_compare_exchange_n(&comm->status, &expected, (int)ncclRemoteError, false,
@@ -244,6 +252,8 @@ ncclResult_t comm_get_async_error(ncclComm_t comm, ncclResult_t* res_p) {
   CHECK(comm_check("ncclCommGetAsyncError", comm));
   comm_poll_async(comm);
   *res_p = (ncclResult_t)__atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
+  /* A non-blocking group end still connecting and launching in the background. */
+  if (*res_p == ncclSuccess && enqueue_comm_deferred_running(comm->dp)) *res_p = ncclInProgress;
   /* The caller's next ncclGetLastError says why, whichever thread found it. */
   if (*res_p != ncclSuccess && *res_p != ncclInProgress &&
       __atomic_load_n(&comm->fail_ready, __ATOMIC_ACQUIRE) != 0)
@@ -284,6 +294,10 @@ ncclResult_t comm_finalize(ncclComm_t comm) {
     return ncclInvalidUsage;
   }
   if (status == ncclInProgress) return ncclInProgress;
+  /* Its last operations may still be launching in the background (non-blocking group end). */
+  enqueue_comm_deferred_wait(comm->dp);
+  comm_poll_async(comm);
+  status = __atomic_load_n(&comm->status, __ATOMIC_ACQUIRE);
   if (status != ncclSuccess) return (ncclResult_t)status;
   CHECK(enqueue_comm_finalize(comm->dp));
   comm->finalized = true;
@@ -312,6 +326,9 @@ static ncclResult_t comm_release(const char* func, ncclComm_t comm, bool abort, 
     __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
     enqueue_comm_abort(comm->dp);
   }
+  /* A non-blocking group end finishing in the background (an abort cuts its connecting short;
+   * a destroy lets it finish, as a blocking group end would have). */
+  enqueue_comm_deferred_wait(comm->dp);
   comm_wait_idle(comm);
   /* The goodbye: a destroy after the last operation is the normal end; an abort tells peers
    * that may still wait for this rank to stop waiting. */

@@ -97,6 +97,9 @@ typedef struct enq_comm_args {
   int nnodes;
   int local_ranks;
   const char* comm_name; /* config commName, or NULL: for the profiler plugin's init */
+  /* config.blocking == 0: a group end that must first make connections hands them and its
+   * launches to a thread of their own and returns ncclInProgress (enqueue_comm_pending). */
+  bool nonblocking;
 } enq_comm_args_t;
 
 /* Build the data path: ring channels (order and count from the topology and graph), their
@@ -108,6 +111,13 @@ void enqueue_comm_abort(enq_comm_t* dp);
 /* ncclSuccess, or the error that stopped the communicator's data path behind the user's back
  * (a network failure seen by the proxy thread). */
 ncclResult_t enqueue_comm_async_error(enq_comm_t* dp, char* msg, size_t size, int* peer_p);
+/* Non-blocking communicators: whether a group end still connects and launches in the background
+ * (it returned ncclInProgress; the communicator takes no operation meanwhile); the result of the
+ * last one once it is done (handed over once, then ncclSuccess); and a wait for it (destroy,
+ * finalize and abort call it after raising the abort flag, which cuts its connecting short). */
+bool enqueue_comm_deferred_running(const enq_comm_t* dp);
+ncclResult_t enqueue_comm_deferred_result(enq_comm_t* dp);
+void enqueue_comm_deferred_wait(const enq_comm_t* dp);
 /* Whether operations launched outside graph capture have not completed yet (0 after an error
  * of the query: nothing to wait for then). Any thread. */
 bool enqueue_comm_busy(enq_comm_t* dp);

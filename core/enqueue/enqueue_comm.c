@@ -236,6 +236,7 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   dp->traffic_class = a->traffic_class;
   dp->bs = a->bs;
   dp->host_abort = a->abort_flag;
+  dp->nonblocking = a->nonblocking;
   dp->lim = a->lim;
   dp->net_peer_nch = a->net_peer_nch;
   dp->gpu_share = a->gpu_share > 0 ? a->gpu_share : 1;

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "enqueue_internal.h"
 
@@ -261,24 +262,11 @@ static void enqueue_group_release(enq_comm_t* list) {
   }
 }
 
-/* Connections first, then every communicator's launches from this thread. */
-static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_info) {
-  ncclResult_t res = ncclSuccess;
-  for (enq_comm_t* dp = list; dp; dp = dp->group_next) enq_prof_group_end(dp);
-  if (sim_info != NULL) {
-    float t = 0;
-    for (enq_comm_t* dp = list; dp && res == ncclSuccess; dp = dp->group_next) {
-      float e = 0;
-      res = enqueue_plan_estimate(dp, &e);
-      if (e > t) t = e; /* communicators run side by side */
-    }
-    sim_info->estimatedTime = t;
-    enqueue_group_release(list);
-    return res;
-  }
+/* Connections first, then every communicator's launches from this thread; the group's result. */
+static ncclResult_t enqueue_group_connect_launch(enq_comm_t* list) {
   int saved = -1;
   if (cuda_get_device(&saved) != ncclSuccess) saved = -1;
-  res = enqueue_group_connect(list);
+  ncclResult_t res = enqueue_group_connect(list);
   /* Switch devices only when needed: a launch of one small operation costs well under a
    * microsecond of host time, and a cudaSetDevice is a good part of that. */
   int current = saved;
@@ -294,7 +282,128 @@ static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_inf
   return res;
 }
 
+/* ---- Non-blocking group ends ---------------------------------------------------------------
+ * A group of non-blocking communicators whose operations need connections first (a first
+ * collective, a new send/recv peer) does not make the caller wait for them: a thread of its own
+ * connects and launches, and the group end returns ncclInProgress. Until that thread is done,
+ * enqueue_comm_deferred_running says so (ncclCommGetAsyncError reports ncclInProgress, as NCCL
+ * documents) and the communicators take no new operation; the launches come in the streams'
+ * order only once it is done, which is why NCCL's users wait for ncclSuccess before they queue
+ * work behind them. A stream being captured keeps the group on the caller's thread (the launch
+ * must land in the capture at its place), and so does a group that is ready to launch. */
+
+typedef struct {
+  enq_comm_t** dps;
+  int n;
+} enq_deferred_t;
+
+static void* enq_deferred_main(void* arg) {
+  enq_deferred_t* d = (enq_deferred_t*)arg;
+  ncclResult_t res = enqueue_group_connect_launch(d->dps[0]);
+  bool aborted = false;
+  for (int i = 0; i < d->n; i++)
+    aborted = aborted || (d->dps[i]->host_abort != NULL && *d->dps[i]->host_abort != 0);
+  if (res != ncclSuccess && aborted)
+    INFO(NCCL_INIT | NCCL_COLL, "ncclGroupEnd (finishing in the background): stopped by an abort");
+  else if (res != ncclSuccess)
+    WARN("ncclGroupEnd (finishing in the background): %s; ncclCommGetAsyncError reports it",
+         err_string(res));
+  /* The last touches: once `deferred` drops, the owner may destroy the communicator. */
+  for (int i = 0; i < d->n; i++) {
+    __atomic_store_n(&d->dps[i]->deferred_res, (int)res, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->dps[i]->deferred, 0, __ATOMIC_RELEASE);
+  }
+  free(d->dps);
+  free(d);
+  return NULL;
+}
+
+/* Whether the group goes to a thread of its own (see above). */
+static bool enq_group_defers(enq_comm_t* list) {
+  bool connect = false;
+  for (enq_comm_t* dp = list; dp; dp = dp->group_next) {
+    if (!dp->nonblocking) return false;
+    connect = connect || enqueue_plan_needs_connect(dp);
+    for (int i = 0; i < dp->nops; i++)
+      if (enq_stream_capturing(dp->ops[i].stream)) return false;
+  }
+  return connect;
+}
+
+/* Hand the group to its thread: ncclInProgress, or ncclSuccess when it could not start (the
+ * caller then finishes the group itself). */
+static ncclResult_t enq_group_defer(enq_comm_t* list) {
+  int n = 0;
+  for (enq_comm_t* dp = list; dp; dp = dp->group_next) n++;
+  enq_deferred_t* d = calloc(1, sizeof(*d));
+  if (d == NULL || (d->dps = calloc((size_t)n, sizeof(*d->dps))) == NULL) {
+    free(d);
+    return ncclSuccess;
+  }
+  d->n = n;
+  int i = 0;
+  for (enq_comm_t* dp = list; dp; dp = dp->group_next) {
+    d->dps[i++] = dp;
+    __atomic_store_n(&dp->deferred, 1, __ATOMIC_RELEASE);
+  }
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int err = pthread_create(&t, &attr, enq_deferred_main, d);
+  pthread_attr_destroy(&attr);
+  if (err != 0) {
+    INFO(NCCL_INIT, "ncclGroupEnd: no thread for a non-blocking group end (%s): it finishes "
+         "before returning", strerror(err));
+    for (i = 0; i < d->n; i++) __atomic_store_n(&d->dps[i]->deferred, 0, __ATOMIC_RELEASE);
+    free(d->dps);
+    free(d);
+    return ncclSuccess;
+  }
+  INFO(NCCL_INIT | NCCL_COLL, "ncclGroupEnd: %d non-blocking communicator(s) connect and launch "
+       "in the background (ncclInProgress)", i);
+  return ncclInProgress;
+}
+
+bool enqueue_comm_deferred_running(const enq_comm_t* dp) {
+  return dp != NULL && __atomic_load_n(&dp->deferred, __ATOMIC_ACQUIRE) != 0;
+}
+
+ncclResult_t enqueue_comm_deferred_result(enq_comm_t* dp) {
+  if (dp == NULL || enqueue_comm_deferred_running(dp)) return ncclSuccess;
+  return (ncclResult_t)__atomic_exchange_n(&dp->deferred_res, (int)ncclSuccess, __ATOMIC_ACQ_REL);
+}
+
+void enqueue_comm_deferred_wait(const enq_comm_t* dp) {
+  while (enqueue_comm_deferred_running(dp)) usleep(200);
+}
+
+static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_info) {
+  ncclResult_t res = ncclSuccess;
+  for (enq_comm_t* dp = list; dp; dp = dp->group_next) enq_prof_group_end(dp);
+  if (sim_info != NULL) {
+    float t = 0;
+    for (enq_comm_t* dp = list; dp && res == ncclSuccess; dp = dp->group_next) {
+      float e = 0;
+      res = enqueue_plan_estimate(dp, &e);
+      if (e > t) t = e; /* communicators run side by side */
+    }
+    sim_info->estimatedTime = t;
+    enqueue_group_release(list);
+    return res;
+  }
+  if (enq_group_defers(list) && enq_group_defer(list) == ncclInProgress) return ncclInProgress;
+  return enqueue_group_connect_launch(list);
+}
+
 ncclResult_t enqueue_op(enq_comm_t* dp, const enq_op_t* op) {
+  if (enqueue_comm_deferred_running(dp)) {
+    WARN("rank %d: this communicator's last non-blocking group end is still connecting and "
+         "launching in the background; poll ncclCommGetAsyncError until it returns ncclSuccess "
+         "before the next operation",
+         dp->rank);
+    return ncclInvalidUsage;
+  }
   if (!dp->device_ready) {
     int saved = -1;
     if (cuda_get_device(&saved) != ncclSuccess) saved = -1;

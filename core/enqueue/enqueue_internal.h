@@ -108,6 +108,12 @@ struct enq_comm {
   int ops_cap;
   enq_comm_t* group_next; /* the thread's list of communicators with operations */
   int in_group;
+  /* Non-blocking communicators: a group end finishing on a thread of its own (enqueue_group.c):
+   * 1 while it runs (atomic; the thread owns the queued operations then), and its result once
+   * done, until enqueue_comm_pending hands it over. */
+  bool nonblocking;
+  int deferred;
+  int deferred_res;
 
   enq_redop_t* redops;
   int nredops;

@@ -33,17 +33,18 @@ cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned i
 cudaError_t __wrap_cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t __wrap_cudaEventQuery(cudaEvent_t e);
 cudaError_t __wrap_cudaEventSynchronize(cudaEvent_t e);
+cudaError_t __wrap_cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* arg);
 
 cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   (void)flags;
   *s = (cudaStream_t)malloc(1);
   if (*s == NULL) return cudaErrorMemoryAllocation;
-  fake_cudart.streams++;
+  __atomic_add_fetch(&fake_cudart.streams, 1, __ATOMIC_RELAXED);
   return cudaSuccess;
 }
 cudaError_t __wrap_cudaStreamDestroy(cudaStream_t s) {
   free(s);
-  fake_cudart.streams--;
+  __atomic_sub_fetch(&fake_cudart.streams, 1, __ATOMIC_RELAXED);
   return cudaSuccess;
 }
 cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
@@ -51,12 +52,12 @@ cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) 
   if (++fake_cudart.event_creations == fake_cudart.fail_event) return cudaErrorMemoryAllocation;
   *e = (cudaEvent_t)malloc(1);
   if (*e == NULL) return cudaErrorMemoryAllocation;
-  fake_cudart.events++;
+  __atomic_add_fetch(&fake_cudart.events, 1, __ATOMIC_RELAXED);
   return cudaSuccess;
 }
 cudaError_t __wrap_cudaEventDestroy(cudaEvent_t e) {
   free(e);
-  fake_cudart.events--;
+  __atomic_sub_fetch(&fake_cudart.events, 1, __ATOMIC_RELAXED);
   return cudaSuccess;
 }
 /* Host allocations alive, so that an emulated launch recognises the profiler's kernel-channel
@@ -81,7 +82,7 @@ cudaError_t __wrap_cudaHostAlloc(void** p, size_t size, unsigned int flags) {
   *p = calloc(1, size);
   if (*p == NULL) return cudaErrorMemoryAllocation;
   fake_host_track(*p, size);
-  fake_cudart.host_allocs++;
+  __atomic_add_fetch(&fake_cudart.host_allocs, 1, __ATOMIC_RELAXED);
   return cudaSuccess;
 }
 cudaError_t __wrap_cudaHostGetDevicePointer(void** d, void* h, unsigned int flags) {
@@ -93,18 +94,18 @@ cudaError_t __wrap_cudaFreeHost(void* p) {
   for (int i = 0; i < FAKE_HOST_MAX; i++)
     if (fake_host[i].p == p) fake_host[i].p = NULL;
   free(p);
-  fake_cudart.host_allocs--;
+  __atomic_sub_fetch(&fake_cudart.host_allocs, 1, __ATOMIC_RELAXED);
   return cudaSuccess;
 }
 cudaError_t __wrap_cudaMalloc(void** p, size_t size) {
   *p = calloc(1, size);
   if (*p == NULL) return cudaErrorMemoryAllocation;
-  fake_cudart.dev_allocs++;
+  __atomic_add_fetch(&fake_cudart.dev_allocs, 1, __ATOMIC_RELAXED);
   return cudaSuccess;
 }
 cudaError_t __wrap_cudaFree(void* p) {
   free(p);
-  fake_cudart.dev_allocs--;
+  __atomic_sub_fetch(&fake_cudart.dev_allocs, 1, __ATOMIC_RELAXED);
   return cudaSuccess;
 }
 cudaError_t __wrap_cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t s) {
@@ -116,8 +117,8 @@ cudaError_t __wrap_cudaMemcpyAsync(void* d, const void* src, size_t n, enum cuda
                             cudaStream_t s) {
   (void)s;
   if (k == cudaMemcpyDeviceToDevice) { /* between the user's buffers: counted, not touched */
-    fake_cudart.copies++;
-    fake_cudart.copied += n;
+    __atomic_add_fetch(&fake_cudart.copies, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&fake_cudart.copied, n, __ATOMIC_RELAXED);
   } else {
     memcpy(d, src, n);
   }
@@ -148,7 +149,7 @@ cudaError_t __wrap_cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int d) 
 cudaError_t __wrap_cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, size_t sh,
                              cudaStream_t s) {
   (void)f, (void)b, (void)sh, (void)s;
-  fake_cudart.launches++;
+  __atomic_add_fetch(&fake_cudart.launches, 1, __ATOMIC_RELAXED);
   /* The kernel's part of the profiler's KernelCh events: CTA i's start and stop times into
    * record i, where the work's first member points into host-mapped memory with room for
    * every CTA (any other first member, a user buffer or a device table, points elsewhere). */
@@ -163,7 +164,7 @@ cudaError_t __wrap_cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, 
       t[2 * c] = 1000000ull * (unsigned long long)fake_cudart.launches + c;
       t[2 * c + 1] = t[2 * c] + 500;
     }
-    fake_cudart.timed_ctas += (int)g.x;
+    __atomic_add_fetch(&fake_cudart.timed_ctas, (int)g.x, __ATOMIC_RELAXED);
     break;
   }
   return cudaSuccess;
@@ -189,5 +190,12 @@ cudaError_t __wrap_cudaEventQuery(cudaEvent_t e) {
 }
 cudaError_t __wrap_cudaEventSynchronize(cudaEvent_t e) {
   (void)e;
+  return cudaSuccess;
+}
+
+/* A host function in stream order: nothing runs before it, so it runs now. */
+cudaError_t __wrap_cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* arg) {
+  (void)s;
+  fn(arg);
   return cudaSuccess;
 }

@@ -4,7 +4,8 @@
  * them (fake_cudart_wrap in test/unit/meson.build), so that the core's libraries call these
  * whether the CUDA runtime is linked shared or static. Device memory is host memory; nothing
  * runs: copies between user buffers and kernel launches are only counted (a launch writes the
- * profiler's kernel-channel timestamps where its work has records).
+ * profiler's kernel-channel timestamps where its work has records), host functions run at once.
+ * The counters change atomically: data paths of several threads use them.
  */
 #ifndef CHOIR_TEST_FAKE_CUDART_H
 #define CHOIR_TEST_FAKE_CUDART_H

@@ -30,6 +30,7 @@ static int set_device(int dev) { return cudaSetDevice(dev) == cudaSuccess ? 0 : 
 static int set_device(int dev) { return cuda_set_device(dev) == ncclSuccess ? 0 : 1; }
 
 #include "fake_cudart.h"
+#include "transport_internal.h"
 #endif
 static int ndev = 8;        /* devices this run uses */
 static int ndev_total = 8;  /* devices the process sees */
@@ -517,6 +518,146 @@ static void case_shared_gpu_procs(void) {
 #endif
 
 /* ---- non-blocking creation and split, polled to completion ---- */
+/* ---- non-blocking group ends ---- */
+#ifndef TEST_REAL_GPU
+/* The transport's CUDA calls on emulated devices: mapped host memory is its own device address,
+ * device memory is host memory, and no device maps another's (the network carries everything). */
+static ncclResult_t nb_get_device(int* d) { return cuda_get_device(d); }
+static ncclResult_t nb_set_device(int d) { return cuda_set_device(d); }
+static ncclResult_t nb_by_bus_id(int64_t bus_id, int* d) {
+  (void)bus_id;
+  *d = -1;
+  return ncclSuccess;
+}
+static ncclResult_t nb_can_access(int dev, int peer, int* can) {
+  (void)dev, (void)peer;
+  *can = 0;
+  return ncclSuccess;
+}
+static ncclResult_t nb_enable_peer(int peer) {
+  (void)peer;
+  return ncclSuccess;
+}
+static ncclResult_t nb_dev_alloc(size_t bytes, void** p) {
+  *p = calloc(1, bytes);
+  return *p != NULL ? ncclSuccess : ncclSystemError;
+}
+static ncclResult_t nb_ipc_get(void* p, unsigned char h[64]) {
+  (void)p, (void)h;
+  return ncclUnhandledCudaError;
+}
+static ncclResult_t nb_ipc_open(const unsigned char h[64], void** p) {
+  (void)h, (void)p;
+  return ncclUnhandledCudaError;
+}
+static void nb_ipc_close(void* p) { (void)p; }
+static ncclResult_t nb_host_register(void* p, size_t bytes, void** d) {
+  (void)bytes;
+  *d = p;
+  return ncclSuccess;
+}
+static void nb_host_unregister(void* p) { (void)p; }
+static const transport_cuda_ops_t nb_cuda_ops = {
+    nb_get_device, nb_set_device, nb_by_bus_id, nb_can_access, nb_enable_peer, nb_dev_alloc, free,
+    nb_ipc_get,    nb_ipc_open,   nb_ipc_close, nb_host_register, nb_host_unregister};
+#endif
+
+/* Poll until the communicator leaves ncclInProgress (at most max_s); its state then. */
+static ncclResult_t nb_settle(ncclComm_t c, double max_s) {
+  ncclResult_t st = ncclInProgress;
+  const double t0 = now_s();
+  while (st == ncclInProgress && now_s() - t0 < max_s) {
+    CHECK_EQ_INT(ncclCommGetAsyncError(c, &st), ncclSuccess);
+    if (st == ncclInProgress) usleep(500);
+  }
+  return st;
+}
+
+/* Two non-blocking ranks driven from one thread, every pair through the network (net-socket).
+ * An operation that needs connections first (the first collective) returns ncclInProgress: its
+ * connections and launch finish in the background; until then ncclCommGetAsyncError says
+ * ncclInProgress and the communicator takes no operation (ncclInvalidUsage, saying why). Rank 1
+ * joins only after rank 0 has seen all that, so it cannot have finished early. Once connected,
+ * operations launch before returning (ncclSuccess). An abort while a group end still connects
+ * (its peer never comes) returns within seconds. */
+static void case_nonblocking_ops(void) {
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+#ifndef TEST_REAL_GPU
+  transport_set_cuda_ops(&nb_cuda_ops);
+#endif
+  ncclComm_t c[2], d[2];
+  ncclUniqueId id, id2;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(ncclGetUniqueId(&id2), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclCommInitRankConfig(&c[r], 2, id, r, &cfg), ncclSuccess);
+    CHECK_EQ_INT(ncclCommInitRankConfig(&d[r], 2, id2, r, &cfg), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclInProgress);
+  for (int r = 0; r < 2; r++) {
+    CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+    CHECK_EQ_INT(nb_settle(d[r], 10), ncclSuccess);
+  }
+  void* buf[2] = {NULL, NULL};
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(cudaMalloc(&buf[r], 4096), cudaSuccess);
+  }
+#ifndef TEST_REAL_GPU
+  const int launches0 = __atomic_load_n(&fake_cudart.launches, __ATOMIC_RELAXED);
+#endif
+  set_device(0);
+  CHECK_EQ_INT(ncclAllReduce(buf[0], buf[0], 1024, ncclFloat, ncclSum, c[0], NULL),
+               ncclInProgress);
+  ncclResult_t st = ncclInternalError;
+  CHECK_EQ_INT(ncclCommGetAsyncError(c[0], &st), ncclSuccess);
+  CHECK_EQ_INT(st, ncclInProgress);
+  CHECK_EQ_INT(ncclAllReduce(buf[0], buf[0], 1024, ncclFloat, ncclSum, c[0], NULL),
+               ncclInvalidUsage);
+  CHECK_CONTAINS(ncclGetLastError(c[0]), "still connecting and launching in the background");
+  set_device(1);
+  ncclResult_t r1 = ncclAllReduce(buf[1], buf[1], 1024, ncclFloat, ncclSum, c[1], NULL);
+  CHECK_TRUE(r1 == ncclInProgress || r1 == ncclSuccess);
+  CHECK_EQ_INT(nb_settle(c[0], 10), ncclSuccess);
+  CHECK_EQ_INT(nb_settle(c[1], 10), ncclSuccess);
+#ifndef TEST_REAL_GPU
+  CHECK_EQ_INT(__atomic_load_n(&fake_cudart.launches, __ATOMIC_RELAXED) - launches0, 2);
+#endif
+  /* Connected: the next ones launch at once. */
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclAllReduce(buf[r], buf[r], 1024, ncclFloat, ncclSum, c[r], NULL),
+                 ncclSuccess);
+  }
+#ifndef TEST_REAL_GPU
+  CHECK_EQ_INT(__atomic_load_n(&fake_cudart.launches, __ATOMIC_RELAXED) - launches0, 4);
+#endif
+  for (int r = 0; r < 2; r++) {
+    CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  }
+  /* Rank 1 of d never takes part: rank 0's group end connects until its abort cuts it short. */
+  set_device(0);
+  CHECK_EQ_INT(ncclAllReduce(buf[0], buf[0], 1024, ncclFloat, ncclSum, d[0], NULL),
+               ncclInProgress);
+  usleep(100 * 1000);
+  CHECK_EQ_INT(ncclCommGetAsyncError(d[0], &st), ncclSuccess);
+  CHECK_EQ_INT(st, ncclInProgress);
+  const double t0 = now_s();
+  CHECK_EQ_INT(ncclCommAbort(d[0]), ncclSuccess);
+  CHECK_TRUE(now_s() - t0 < 5.0);
+  CHECK_EQ_INT(ncclCommDestroy(d[1]), ncclSuccess);
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(cudaFree(buf[r]), cudaSuccess);
+  }
+}
+
 static void case_nonblocking(void) {
   int N = ndev < 3 ? ndev : 3;
   ncclComm_t c[3], s[3];
@@ -722,6 +863,8 @@ int main(int argc, char** argv) {
 #endif
   fork_case("nonblocking", case_nonblocking);
   fork_case("nonblocking_single", case_nonblocking_single);
+  if (ndev >= 2 && getenv("CHOIR_PLUGIN_DIR") != NULL)
+    fork_case("nonblocking_ops", case_nonblocking_ops);
   fork_case("abort_during_init", case_abort_during_init);
   fork_case("config", case_config);
   fork_case("revoke", case_revoke);
