@@ -620,6 +620,12 @@ static void case_nonblocking_ops(void) {
   CHECK_EQ_INT(ncclAllReduce(buf[0], buf[0], 1024, ncclFloat, ncclSum, c[0], NULL),
                ncclInvalidUsage);
   CHECK_CONTAINS(ncclGetLastError(c[0]), "still connecting and launching in the background");
+  /* Operators too: the background launch reads them. */
+  ncclRedOp_t premul;
+  float two = 2.0f;
+  CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&premul, &two, ncclFloat, ncclScalarHostImmediate, c[0]),
+               ncclInvalidUsage);
+  CHECK_CONTAINS(ncclGetLastError(c[0]), "ncclRedOpCreatePreMulSum: this communicator's last");
   set_device(1);
   ncclResult_t r1 = ncclAllReduce(buf[1], buf[1], 1024, ncclFloat, ncclSum, c[1], NULL);
   CHECK_TRUE(r1 == ncclInProgress || r1 == ncclSuccess);
