@@ -1,6 +1,7 @@
 /*
- * Communicator lifecycle: creation across processes, threads and groups, non-blocking creation,
- * ncclCommInitAll, split, shrink, config validation, revoke, abort, and the errors of misuse.
+ * Communicator lifecycle: creation across processes, threads and groups, non-blocking creation
+ * and group ends (operations finishing in the background), ncclCommInitAll, split, shrink, config
+ * validation, revoke, abort, and the errors of misuse.
  * Everything goes through the public API. Built twice: for the unit suite on emulated devices
  * (fake_cuda.c, 8 of them), and with -DTEST_REAL_GPU for the multigpu suite on every local GPU
  * (skipped with exit 77 where there is none).
