@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -584,6 +585,14 @@ static ncclResult_t nb_settle(ncclComm_t c, double max_s) {
 static void case_nonblocking_ops(void) {
   setenv("NCCL_P2P_DISABLE", "1", 1);
   setenv("NCCL_SHM_DISABLE", "1", 1);
+  /* The INIT lines, for the memory each communicator reports (checked at the end). */
+  char log[] = "/tmp/choir-test-nb-XXXXXX";
+  const int log_fd = mkstemp(log);
+  CHECK_TRUE(log_fd >= 0);
+  if (log_fd >= 0) close(log_fd);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+  setenv("NCCL_DEBUG_FILE", log, 1);
 #ifndef TEST_REAL_GPU
   transport_set_cuda_ops(&nb_cuda_ops);
 #endif
@@ -663,6 +672,42 @@ static void case_nonblocking_ops(void) {
     set_device(r);
     CHECK_EQ_INT(cudaFree(buf[r]), cudaSuccess);
   }
+#ifndef TEST_REAL_GPU
+  /* Memory accounting: what rank 0 of c reported once its ring was connected matches the ring
+   * it describes (every pair through the network: per channel a send and a receive block of
+   * KERN_NSLOTS Simple slots plus 3 counter lines, page-aligned, in pinned host memory). */
+  static char text[1 << 20];
+  FILE* f = fopen(log, "r");
+  CHECK_TRUE(f != NULL);
+  size_t got = f != NULL ? fread(text, 1, sizeof(text) - 1, f) : 0;
+  text[got] = '\0';
+  if (f != NULL) fclose(f);
+  int nch = 0;
+  unsigned slot_ll = 0, slot_ll128 = 0, slot_simple = 0;
+  double gpu_mib = -1, host_mib = -1;
+  for (char* line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+    const char* r0 = strstr(line, "rank 0: ");
+    if (r0 == NULL) continue;
+    if (strstr(line, "ring channels connected via NET") != NULL) {
+      const char* sl = strstr(line, "slots LL ");
+      CHECK_TRUE(sscanf(r0, "rank 0: %d ring", &nch) == 1 && sl != NULL &&
+                 sscanf(sl, "slots LL %u LL128 %u Simple %u", &slot_ll, &slot_ll128,
+                        &slot_simple) == 3);
+    }
+    if (strstr(line, "memory after its ring connections") != NULL)
+      CHECK_TRUE(sscanf(r0, "rank 0: memory after its ring connections: %lf MiB of GPU memory, "
+                            "%lf MiB",
+                        &gpu_mib, &host_mib) == 2);
+  }
+  const double block =
+      (double)(((uint64_t)KERN_NSLOTS * slot_simple + 3 * 128 + 4095) / 4096 * 4096);
+  const double want = nch * 2 * block / 1048576.0;
+  CHECK_MSG(nch > 0 && host_mib > want - 0.06 && host_mib < want + 0.06,
+            "rank 0 reported %.1f MiB of host memory for %d channels of %u-byte slots (%.1f MiB "
+            "expected)", host_mib, nch, slot_simple, want);
+  CHECK_TRUE(gpu_mib >= 0);
+#endif
+  if (check_failures_ == 0) unlink(log);
 }
 
 static void case_nonblocking(void) {
