@@ -39,7 +39,9 @@ ncclResult_t enqueue_job_submit(group_job_t* job);
 
 ncclResult_t enqueue_group_start(void);
 /* Close one level; the outermost close runs what the group holds: every job on its own thread,
- * waiting for all of them unless they are non-blocking (then ncclInProgress). With sim_info,
+ * waiting for all of them unless they are non-blocking (then ncclInProgress), then the queued
+ * operations (connections, launches; for non-blocking communicators that must connect first,
+ * on a thread of their own: ncclInProgress, see enqueue_comm_deferred_running). With sim_info,
  * fill sim_info->estimatedTime as well. When a call inside the group failed (see
  * enqueue_group_fail), it runs and launches nothing and returns that error instead. */
 ncclResult_t enqueue_group_end(ncclSimInfo_t* sim_info);
