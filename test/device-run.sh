@@ -121,6 +121,15 @@ perf_wrong() {
   awk '!/^#/ && NF == 13 { rows++; if ($9 ~ /^[0-9]+$/) w += $9; if ($13 ~ /^[0-9]+$/) w += $13 }
        END { if (rows) printf "%d wrong in %d rows", w, rows; else printf "no rows" }' "$1"
 }
+# plugin_env NAME: into the array penv, what Choir's net plugin NAME needs to run here (its
+# provider or transport over TCP on NET_IFNAME), as VAR=VALUE words.
+plugin_env() {
+  case "$1" in
+    ofi) penv=(FI_PROVIDER=tcp FI_TCP_IFACE="${NET_IFNAME:-lo}") ;;
+    ucx) penv=(UCX_TLS=tcp UCX_NET_DEVICES="${NET_IFNAME:-lo}") ;;
+    *) penv=() ;;
+  esac
+}
 # compare_run OPS OUTDIR LOG: test/perf/compare, Choir against NVIDIA's NCCL, on NGPUS.
 compare_run() {
   test/perf/compare --lib-a "$PWD/$build" --name-a choir --lib-b "$ref_lib" --name-b nccl \
@@ -271,17 +280,15 @@ PY
       # pair through the network over NET_IFNAME (lo): compare-netplugin:NAME:OPS.
       rest=${step#compare-netplugin:}
       pname=${rest%%:*} ops=${rest#*:}
-      penv=(--env-a "NCCL_NET_PLUGIN=${NETPLUGIN_DIR:-$PWD/$build/plugins}/libnccl-net-$pname.so")
-      case "$pname" in
-        ofi) penv+=(--env-a FI_PROVIDER=tcp --env-a "FI_TCP_IFACE=${NET_IFNAME:-lo}") ;;
-        ucx) penv+=(--env-a UCX_TLS=tcp --env-a "UCX_NET_DEVICES=${NET_IFNAME:-lo}") ;;
-      esac
+      plugin_env "$pname"
+      aenv=(--env-a "NCCL_NET_PLUGIN=${NETPLUGIN_DIR:-$PWD/$build/plugins}/libnccl-net-$pname.so")
+      for kv in ${penv[@]+"${penv[@]}"}; do aenv+=(--env-a "$kv"); done
       # shellcheck disable=SC2086 # PERF_ARGS is a list of options
       NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} \
         LD_LIBRARY_PATH="${NETLIB_DIR:-}" \
         test/perf/compare --lib-a "$PWD/$build" --name-a "choir-$pname" --lib-b "$ref_lib" \
         --name-b nccl-socket --bin-dir "$build/test/perf" --ops "$ops" --ngpus "$ngpus" \
-        --out "$out/net-$pname" "${penv[@]}" --env-b NCCL_NET=Socket --env-b NCCL_NET_PLUGIN=none \
+        --out "$out/net-$pname" "${aenv[@]}" --env-b NCCL_NET=Socket --env-b NCCL_NET_PLUGIN=none \
         ${PERF_ARGS:-} >"$out/compare-net-$pname.log" 2>&1
       note "compare-netplugin $pname ($ngpus GPUs, over ${NET_IFNAME:-lo}): rc=$? (table in compare-net-$pname.log)"
       grep -E "geometric mean" "$out/compare-net-$pname.log" | sed 's/^/    /' | tee -a "$summary"
@@ -291,11 +298,7 @@ PY
       # NETPLUGIN_DIR, default the build's plugins/) and runs an all_reduce through it (checked).
       perf="$build/test/perf/all_reduce_perf"
       for pname in ${NETPLUGINS:-socket}; do
-        penv=()
-        case "$pname" in
-          ofi) penv=(FI_PROVIDER=tcp FI_TCP_IFACE="${NET_IFNAME:-lo}") ;;
-          ucx) penv=(UCX_TLS=tcp UCX_NET_DEVICES="${NET_IFNAME:-lo}") ;;
-        esac
+        plugin_env "$pname"
         log="$out/netplugin-$pname.log"
         env ${penv[@]+"${penv[@]}"} LD_LIBRARY_PATH="$ref_lib${NETLIB_DIR:+:$NETLIB_DIR}" \
           NCCL_NET_PLUGIN="${NETPLUGIN_DIR:-$PWD/$build/plugins}/libnccl-net-$pname.so" \
@@ -497,10 +500,8 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
             pname=${tr#*-}
             envs=("${net_env[@]}" NCCL_NET_PLUGIN="${NETPLUGIN_DIR:-$PWD/$build/plugins}/libnccl-net-$pname.so"
                   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)
-            case "$pname" in
-              ofi) envs+=(FI_PROVIDER=tcp FI_TCP_IFACE="${NET_IFNAME:-lo}") ;;
-              ucx) envs+=(UCX_TLS=tcp UCX_NET_DEVICES="${NET_IFNAME:-lo}") ;;
-            esac
+            plugin_env "$pname"
+            envs+=(${penv[@]+"${penv[@]}"})
             [ "${tr%%-*}" = xhost ] && envs+=(CHOIR_TEST_HOSTS="$n") ;;
           graph) extra=(--graph 3) ;;
           semantics) extra=(--case all) ;;

@@ -69,6 +69,7 @@ static ncclResult_t api_enqueue(const char* f, ncclComm_t comm, enq_kind_t kind,
                                 ncclDataType_t type, ncclRedOp_t op, int root,
                                 cudaStream_t stream) {
   OP_CHECK(comm_check_peers(f, comm, kind == ENQ_SEND || kind == ENQ_RECV ? root : -1));
+  OP_CHECK(enqueue_comm_deferred_idle(comm->dp, f));
   enq_op_t o = {.kind = kind, .sendbuff = sendbuff, .recvbuff = recvbuff, .count = count,
                 .type = type, .op = op, .root = root, .stream = stream};
   return enqueue_group_fail(enqueue_op(comm->dp, &o));

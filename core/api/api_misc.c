@@ -81,6 +81,7 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
          "ncclScalarHostImmediate)", f, (int)residence);
     return ncclInvalidArgument;
   }
+  CHECK(enqueue_comm_deferred_idle(comm->dp, f)); /* a background launch reads the operators */
   return enqueue_redop_create(comm->dp, op, scalar, datatype, residence);
 }
 
@@ -91,5 +92,6 @@ NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
          "ncclRedOpCreatePreMulSum can be destroyed", (int)op);
     return ncclInvalidArgument;
   }
+  CHECK(enqueue_comm_deferred_idle(comm->dp, "ncclRedOpDestroy"));
   return enqueue_redop_destroy(comm->dp, op);
 }

@@ -24,6 +24,20 @@ ncclResult_t comm_check(const char* func, ncclComm_t comm) {
  * status (once it is ready: before, the data path may still be in the making). */
 static const char* comm_peer_str(ncclComm_t comm, int rank, char* buf, size_t size);
 
+/* The communicator's status becomes res unless it already holds an error. */
+static void comm_break(ncclComm_t comm, ncclResult_t res) {
+  int expected = ncclSuccess;
+  __atomic_compare_exchange_n(&comm->status, &expected, (int)res, false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
+}
+
+/* Whether this caller writes fail_msg: the first failure is the one reported. */
+static bool comm_claim_fail(ncclComm_t comm) {
+  int none = 0;
+  return __atomic_compare_exchange_n(&comm->fail_claim, &none, 1, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE);
+}
+
 /* How long a network failure waits for the liveness watch to name the rank behind it: a
  * process's connections all break the moment it dies, the watch's among them. */
 #define COMM_ROOT_GRACE_MS 200
@@ -32,9 +46,7 @@ static const char* comm_peer_str(ncclComm_t comm, int rank, char* buf, size_t si
  * that error. The message names the rank that failed: the one the watch saw die (or that made a
  * peer abort), else the rank on the other end of the broken connection. */
 static void comm_fail_network(ncclComm_t comm, ncclResult_t res, const char* why) {
-  int claim = 0;
-  if (__atomic_compare_exchange_n(&comm->fail_claim, &claim, 1, false, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE)) {
+  if (comm_claim_fail(comm)) {
     int root = 0;
     for (int waited = 0;; waited++) {
       root = __atomic_load_n(&comm->root_failed, __ATOMIC_ACQUIRE);
@@ -61,9 +73,7 @@ static void comm_fail_network(ncclComm_t comm, ncclResult_t res, const char* why
     __atomic_store_n(&comm->fail_ready, 1, __ATOMIC_RELEASE);
     WARN("%s", comm->fail_msg);
   }
-  int expected = ncclSuccess;
-  __atomic_compare_exchange_n(&comm->status, &expected, (int)res, false, __ATOMIC_ACQ_REL,
-                              __ATOMIC_ACQUIRE);
+  comm_break(comm, res);
 }
 
 static void comm_poll_async(ncclComm_t comm) {
@@ -71,19 +81,15 @@ static void comm_poll_async(ncclComm_t comm) {
   /* A non-blocking group end that failed in the background breaks the communicator. */
   ncclResult_t deferred = enqueue_comm_deferred_result(comm->dp);
   if (deferred != ncclSuccess) {
-    int expected = ncclSuccess;
-    __atomic_compare_exchange_n(&comm->status, &expected, (int)deferred, false,
-                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    comm_break(comm, deferred);
     return;
   }
   if (__atomic_load_n(&comm->peer_failed, __ATOMIC_ACQUIRE) != 0) {
-    int expected = ncclSuccess;
-    __atomic_compare_exchange_n(&comm->status, &expected, (int)ncclRemoteError, false,
-                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    comm_break(comm, ncclRemoteError);
     return;
   }
   char why[512];
-  ncclResult_t net = enqueue_comm_async_error(comm->dp, why, sizeof(why), NULL);
+  ncclResult_t net = enqueue_comm_async_error(comm->dp, why, sizeof(why));
   if (net == ncclSuccess) return;
   if (why[0] == '\0') snprintf(why, sizeof(why), "the network failed (%s)", err_string(net));
   comm_fail_network(comm, net, why);
@@ -140,10 +146,7 @@ static void comm_peer_report(void* ctx, const bootstrap_peer_report_t* r) {
          (unsigned long long)r->colls);
     return;
   }
-  int claim = 0;
-  if (!__atomic_compare_exchange_n(&comm->fail_claim, &claim, 1, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE))
-    return; /* the first failure is the one reported */
+  if (!comm_claim_fail(comm)) return;
   char op[160];
   enqueue_comm_last_op(comm->dp, op, sizeof(op));
   if (rank == comm->rank)
@@ -167,9 +170,7 @@ static void comm_peer_report(void* ctx, const bootstrap_peer_report_t* r) {
   __atomic_store_n(&comm->fail_ready, 1, __ATOMIC_RELEASE);
   __atomic_store_n(&comm->peer_failed, rank + 1, __ATOMIC_RELEASE);
   WARN("%s", comm->fail_msg);
-  int expected = ncclSuccess;
-  __atomic_compare_exchange_n(&comm->status, &expected, (int)ncclRemoteError, false,
-                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  comm_break(comm, ncclRemoteError);
   enqueue_comm_abort(comm->dp);
 }
 

@@ -100,7 +100,7 @@ typedef struct enq_comm_args {
   int local_ranks;
   const char* comm_name; /* config commName, or NULL: for the profiler plugin's init */
   /* config.blocking == 0: a group end that must first make connections hands them and its
-   * launches to a thread of their own and returns ncclInProgress (enqueue_comm_pending). */
+   * launches to a thread of their own and returns ncclInProgress (enqueue_comm_deferred_*). */
   bool nonblocking;
 } enq_comm_args_t;
 
@@ -111,13 +111,15 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* args, enq_comm_t** dp_p)
 /* Make running and future kernels of this communicator give up waiting for peers. */
 void enqueue_comm_abort(enq_comm_t* dp);
 /* ncclSuccess, or the error that stopped the communicator's data path behind the user's back
- * (a network failure seen by the proxy thread). */
-ncclResult_t enqueue_comm_async_error(enq_comm_t* dp, char* msg, size_t size, int* peer_p);
+ * (a network failure seen by the proxy thread), and what failed into msg (proxy_error). */
+ncclResult_t enqueue_comm_async_error(enq_comm_t* dp, char* msg, size_t size);
 /* Non-blocking communicators: whether a group end still connects and launches in the background
- * (it returned ncclInProgress; the communicator takes no operation meanwhile); the result of the
+ * (it returned ncclInProgress); the API's refusal, for func, of what would touch the queued
+ * operations or the operators meanwhile (ncclInvalidUsage with a message); the result of the
  * last one once it is done (handed over once, then ncclSuccess); and a wait for it (destroy,
  * finalize and abort call it after raising the abort flag, which cuts its connecting short). */
 bool enqueue_comm_deferred_running(const enq_comm_t* dp);
+ncclResult_t enqueue_comm_deferred_idle(const enq_comm_t* dp, const char* func);
 ncclResult_t enqueue_comm_deferred_result(enq_comm_t* dp);
 void enqueue_comm_deferred_wait(const enq_comm_t* dp);
 /* Whether operations launched outside graph capture have not completed yet (0 after an error

@@ -437,8 +437,8 @@ out:
   return res;
 }
 
-ncclResult_t enqueue_comm_async_error(enq_comm_t* dp, char* msg, size_t size, int* peer_p) {
-  return transport_async_error(dp == NULL ? NULL : dp->transport, msg, size, peer_p);
+ncclResult_t enqueue_comm_async_error(enq_comm_t* dp, char* msg, size_t size) {
+  return transport_async_error(dp == NULL ? NULL : dp->transport, msg, size, NULL);
 }
 
 void enqueue_comm_abort(enq_comm_t* dp) {
@@ -537,19 +537,8 @@ void enqueue_comm_mem_usage(const enq_comm_t* dp, uint64_t* dev_p, uint64_t* hos
 
 /* ---- Reduction operators ------------------------------------------------------------------ */
 
-/* Operators are read by a launch that a non-blocking group end makes in the background: they
- * change only when none runs. */
-static ncclResult_t enq_redop_idle(const enq_comm_t* dp, const char* func) {
-  if (!enqueue_comm_deferred_running(dp)) return ncclSuccess;
-  WARN("%s: this communicator's last non-blocking group end is still connecting and launching "
-       "in the background; poll ncclCommGetAsyncError until it returns ncclSuccess first",
-       func);
-  return ncclInvalidUsage;
-}
-
 ncclResult_t enqueue_redop_create(enq_comm_t* dp, ncclRedOp_t* op_p, const void* scalar,
                                   ncclDataType_t type, ncclScalarResidence_t residence) {
-  CHECK(enq_redop_idle(dp, "ncclRedOpCreatePreMulSum"));
   int slot = -1;
   for (int i = 0; i < dp->nredops; i++)
     if (!dp->redops[i].live) {
@@ -592,7 +581,6 @@ static enq_redop_t* enq_redop_find(enq_comm_t* dp, ncclRedOp_t op) {
 }
 
 ncclResult_t enqueue_redop_destroy(enq_comm_t* dp, ncclRedOp_t op) {
-  CHECK(enq_redop_idle(dp, "ncclRedOpDestroy"));
   if ((int)op >= 0 && (int)op < (int)ncclNumOps) {
     WARN(
         "ncclRedOpDestroy: op %d is a built-in operator; only operators from "

@@ -97,14 +97,20 @@ static void* enqueue_job_thread_detached(void* arg) {
   return NULL;
 }
 
-/* Start a job nobody waits for. */
-static ncclResult_t enqueue_job_detach(group_job_t* job) {
+/* Start fn(arg) on a thread nobody joins: pthread_create's result. */
+static int enq_thread_detached(void* (*fn)(void*), void* arg) {
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int err = pthread_create(&t, &attr, enqueue_job_thread_detached, job);
+  int err = pthread_create(&t, &attr, fn, arg);
   pthread_attr_destroy(&attr);
+  return err;
+}
+
+/* Start a job nobody waits for. */
+static ncclResult_t enqueue_job_detach(group_job_t* job) {
+  int err = enq_thread_detached(enqueue_job_thread_detached, job);
   if (err != 0) {
     WARN("cannot start a thread for a non-blocking operation: %s", strerror(err));
     job->complete(job, ncclSystemError);
@@ -346,12 +352,7 @@ static ncclResult_t enq_group_defer(enq_comm_t* list) {
     d->dps[i++] = dp;
     __atomic_store_n(&dp->deferred, 1, __ATOMIC_RELEASE);
   }
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int err = pthread_create(&t, &attr, enq_deferred_main, d);
-  pthread_attr_destroy(&attr);
+  int err = enq_thread_detached(enq_deferred_main, d);
   if (err != 0) {
     INFO(NCCL_INIT, "ncclGroupEnd: no thread for a non-blocking group end (%s): it finishes "
          "before returning", strerror(err));
@@ -369,8 +370,19 @@ bool enqueue_comm_deferred_running(const enq_comm_t* dp) {
   return dp != NULL && __atomic_load_n(&dp->deferred, __ATOMIC_ACQUIRE) != 0;
 }
 
+ncclResult_t enqueue_comm_deferred_idle(const enq_comm_t* dp, const char* func) {
+  if (!enqueue_comm_deferred_running(dp)) return ncclSuccess;
+  WARN("%s: this communicator's last non-blocking group end is still connecting and launching "
+       "in the background; poll ncclCommGetAsyncError until it returns ncclSuccess first",
+       func);
+  return ncclInvalidUsage;
+}
+
 ncclResult_t enqueue_comm_deferred_result(enq_comm_t* dp) {
-  if (dp == NULL || enqueue_comm_deferred_running(dp)) return ncclSuccess;
+  /* Read on every operation's checks: write only when there is a result to hand over. */
+  if (dp == NULL || enqueue_comm_deferred_running(dp) ||
+      __atomic_load_n(&dp->deferred_res, __ATOMIC_ACQUIRE) == ncclSuccess)
+    return ncclSuccess;
   return (ncclResult_t)__atomic_exchange_n(&dp->deferred_res, (int)ncclSuccess, __ATOMIC_ACQ_REL);
 }
 
@@ -397,13 +409,6 @@ static ncclResult_t enqueue_group_flush(enq_comm_t* list, ncclSimInfo_t* sim_inf
 }
 
 ncclResult_t enqueue_op(enq_comm_t* dp, const enq_op_t* op) {
-  if (enqueue_comm_deferred_running(dp)) {
-    WARN("rank %d: this communicator's last non-blocking group end is still connecting and "
-         "launching in the background; poll ncclCommGetAsyncError until it returns ncclSuccess "
-         "before the next operation",
-         dp->rank);
-    return ncclInvalidUsage;
-  }
   if (!dp->device_ready) {
     int saved = -1;
     if (cuda_get_device(&saved) != ncclSuccess) saved = -1;

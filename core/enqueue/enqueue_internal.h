@@ -110,7 +110,7 @@ struct enq_comm {
   int in_group;
   /* Non-blocking communicators: a group end finishing on a thread of its own (enqueue_group.c):
    * 1 while it runs (atomic; the thread owns the queued operations then), and its result once
-   * done, until enqueue_comm_pending hands it over. */
+   * done, until enqueue_comm_deferred_result hands it over. */
   bool nonblocking;
   int deferred;
   int deferred_res;
