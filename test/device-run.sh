@@ -51,7 +51,8 @@
 #              (-g R --ranks-per-gpu R), once per NCCL_PROTO forced (LL, LL128, Simple) and once
 #              with the plan's own choice, normal launches and CUDA-graph replays (-G 20);
 #              PROTO_SWEEP_REPEAT times (default 3), the runs alternating, each cell the median;
-#              PROTO_SWEEP_SIZES (default "-b 8 -e 1G -f 4"); a table per R and mode: each
+#              PROTO_SWEEP_SIZES (default "-b 8 -e 1G -f 4"); PROTO_SWEEP_MODES (default "0 20":
+#              normal launches and -G 20; "20": graphs only); a table per R and mode: each
 #              protocol's time per size, LL's speedup over Simple, the default's ratio to the best
 #              forced protocol; the lines the issue's bar reads: LL faster than Simple at 8 B..64
 #              KB, >= 1.5x at 8 B..4 KB with -G, default within 10% of the best at every size
@@ -628,7 +629,7 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
       reps=${PROTO_SWEEP_REPEAT:-3}
       for rep in $(seq 1 "$reps"); do
       for r in $rs; do
-        for g in 0 20; do
+        for g in ${PROTO_SWEEP_MODES:-0 20}; do
           for proto in LL LL128 Simple default; do
             log="$d/r$r-g$g-$proto-$rep.log"
             gopt=()
@@ -654,6 +655,8 @@ d, rs = sys.argv[1], sys.argv[2].split()
 protos = ["LL", "LL128", "Simple", "default"]
 for r in rs:
     for g in ("0", "20"):
+        if not glob.glob(os.path.join(d, "r%s-g%s-*.json" % (r, g))):
+            continue
         runs = {}
         for path in sorted(glob.glob(os.path.join(d, "r%s-g%s-*.json" % (r, g)))):
             p = os.path.basename(path).split("-")[2]

@@ -5,6 +5,10 @@
  *   time = base(proto) * ops + intra_steps * hop(link_intra, proto) + inter_steps * hop(net, proto)
  *          + nBytes * factor(coll) / (nchannels * per-channel bandwidth(proto))
  *
+ * where, for ranks sharing one GPU, hop grows with every rank beyond two polling the same memory
+ * (crowd_us), and LL's and LL128's per-channel bandwidths (fitted with 2 ranks) shrink as
+ * 2 / ranks.
+ *
  * with ring steps 2(n-1) for AllReduce and n-1 for the others (Broadcast and Reduce pipeline a
  * chain of n-1 hops), and factor = 2(n-1)/n for AllReduce, (n-1)/n for AllGather and
  * ReduceScatter (nBytes is the whole gathered buffer), 1 for Broadcast and Reduce.
@@ -32,20 +36,18 @@
  *   bw_ch: NCCL's per-channel link speeds as its graph search uses them (SM90 NVLink 20.6 GB/s,
  *     PCIe 12 GB/s, a 100 Gb/s NIC 12.5 GB/s); shm through host memory: Choir's estimate, 6 GB/s.
  *   SAME_GPU (ranks sharing one GPU): fitted to Choir's own all_reduce with 2 and 4 ranks sharing
- *     one GPU (CUDA-graph launches, medians of 3 on one H100, 2026-11-25, for the bandwidths;
- *     one run on one H200 after the one-round-trip prologue, same day, for the latencies:
- *     all_reduce_perf -g R --ranks-per-gpu R -b 8 -e 32K -f 2 -G 20 with NCCL_PROTO forced).
- *     Per ring step (2 to 4 ranks at 8 B) LL 0.86, LL128 0.83 us; what is left, about 3.4 us
- *     per operation, is the same for every protocol. Simple's step grows with the ranks polling
- *     the same memory (about 1.2 us with 2 ranks, 1.7 with 4 at 2 MB, 2.9 with 4 at 8 B): 1.6
- *     here puts the LL/Simple crossover between 512 KB and 2 MB for both, as measured. LL's step
- *     is 0.62, just above LL128's 0.6: LL steps of 2..16 lines cost about 0.3 us more than
- *     steps of 32 or more (2 ranks: 5.5 us at 32..256 B, 4.85 at 512 B; not understood, and
- *     padding the lines to whole warps made every size slower), so LL128 stays below about
- *     13 KB (where the model's 33 or 16 channels make the bandwidths matter), LL above.
- *     Per channel about 8 GB/s of LL data, 4.5 of LL128 and 12 of Simple (bw_ch 16 with LL's
- *     8-of-16 bytes gives LL's 8; caps give the others). NCCL's llMaxBws does not apply
- *     (tune_model_build). So: LL128 to about 13 KB, LL to 512 KB, Simple from 2 MB.
+ *     one H200 (all_reduce_perf -g R --ranks-per-gpu R -b 8 -e 4M -f 2 -G 20, NCCL_PROTO forced,
+ *     medians of 3, 2026-11-29, after LL's warp-wide polling), and for the bandwidths 2 ranks
+ *     on one H100 (2026-11-25). About 3.4 us per operation is the same for every protocol
+ *     (launch, prologue, epilogue). Per ring step with 2 ranks: LL 0.7, LL128 1.05, Simple
+ *     1.58 us (4.8, 5.5 and 6.6 us at 32 B..2 KB); each rank beyond two adds LL 0.21, LL128
+ *     0.11, Simple 0.66 us to every step (4 ranks: 10.1, 11.0 and 20.8 us: the pollers share
+ *     the GPU's memory). Per channel about 8 GB/s of LL data, 4.5 of LL128 and 12 of Simple
+ *     with 2 ranks (bw_ch 16 with LL's 8-of-16 bytes gives LL's 8; caps give the others); LL's
+ *     and LL128's shrink as 2 / ranks (4 ranks, 2 to 4 MB: LL 3.9 GB/s a channel), Simple's
+ *     held (9 GB/s a channel at 2 to 4 MB with 4 ranks). NCCL's llMaxBws does not apply
+ *     (tune_model_build). So: LL up to about 1.3 MB with 2 ranks and 1.4 MB with 4, Simple
+ *     above; LL128 nowhere (within 4% of LL at best, 64..256 B with 4 ranks).
  *   cap_ch[LL]: LL's polling receiver moves far less than the link per channel (NCCL caps LL at
  *     llMaxBws for the whole ring, below); over the network the proxy moves LL lines in whole
  *     slots, at most the NIC's rate: 0 there. Choir's estimates. */
@@ -56,16 +58,19 @@ typedef struct tune_link_row {
   float bw_ch;
   float cap_ch[NCCL_NUM_PROTOCOLS];
   float base_us[NCCL_NUM_PROTOCOLS]; /* once per operation; 0: NCCL's ring base (tune_base_us) */
+  /* Ranks sharing one GPU only (0 elsewhere: not measured there): added to hop_us per rank
+   * beyond two. */
+  float crowd_us[NCCL_NUM_PROTOCOLS];
 } tune_link_row_t;
 
 /* clang-format off */
 static const tune_link_row_t tune_link_table[TUNE_LINK_NUM] = {
-  /*                       name        hw              hop_us LL, LL128, Simple  bw_ch  cap_ch LL, LL128, Simple   base_us LL, LL128, Simple */
-  [TUNE_LINK_NVLINK]   = {"NVLink",   NCCL_HW_NVLINK, {0.6f, 1.9f,  3.4f},     20.6f, {8.0f, 0,    0},           {0,    0,    0}},
-  [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0,    0},           {0,    0,    0}},
-  [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0,    0},           {0,    0,    0}},
-  [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0,    0},           {0,    0,    0}},
-  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.62f, 0.6f, 1.6f},     16.0f, {8.0f, 4.5f, 12.0f},       {3.4f, 3.4f, 3.4f}},
+  /*                       name        hw              hop_us LL, LL128, Simple  bw_ch  cap_ch LL, LL128, Simple   base_us LL, LL128, Simple  crowd_us LL, LL128, Simple */
+  [TUNE_LINK_NVLINK]   = {"NVLink",   NCCL_HW_NVLINK, {0.6f, 1.9f,  3.4f},     20.6f, {8.0f, 0,    0},           {0,    0,    0},            {0,     0,     0}},
+  [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0,    0},           {0,    0,    0},            {0,     0,     0}},
+  [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0,    0},           {0,    0,    0},            {0,     0,     0}},
+  [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0,    0},           {0,    0,    0},            {0,     0,     0}},
+  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.7f, 1.05f, 1.58f},    16.0f, {8.0f, 4.5f, 12.0f},       {3.4f, 3.4f, 3.4f},         {0.21f, 0.11f, 0.66f}},
 };
 /* clang-format on */
 
@@ -159,15 +164,21 @@ void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c,
   bool multi = topo->nnodes > 1;
   const tune_link_row_t* ri = &tune_link_table[topo->link_intra];
   const tune_link_row_t* rx = &tune_link_table[multi ? topo->link_inter : topo->link_intra];
+  /* Ranks sharing one GPU: every rank beyond two adds to each step, and LL's and LL128's
+   * polling receivers share the GPU's memory (the same-GPU row's bandwidths are for two). */
+  const bool same_gpu = topo->link_intra == TUNE_LINK_SAME_GPU && topo->gpu_share > 1;
+  const float crowd = same_gpu && topo->gpu_share > 2 ? (float)(topo->gpu_share - 2) : 0.0f;
+  const float scale = same_gpu && topo->gpu_share > 2 ? 2.0f / (float)topo->gpu_share : 1.0f;
   for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
     /* A link's own base, unless a tuner changed NCCL's. */
     m->base_us[p] = (float)c->baseLatencies[NCCL_ALGO_RING][p];
     if (ri->base_us[p] > 0 &&
         c->baseLatencies[NCCL_ALGO_RING][p] == def.baseLatencies[NCCL_ALGO_RING][p])
       m->base_us[p] = ri->base_us[p];
-    m->hop_intra_us[p] = tune_hop(topo->link_intra, p, c, &def);
+    m->hop_intra_us[p] = tune_hop(topo->link_intra, p, c, &def) + ri->crowd_us[p] * crowd;
     m->hop_inter_us[p] = tune_hop(multi ? topo->link_inter : topo->link_intra, p, c, &def);
     m->cap_ch[p] = multi ? tune_min_cap(ri->cap_ch[p], rx->cap_ch[p]) : ri->cap_ch[p];
+    if (p != NCCL_PROTO_SIMPLE) m->cap_ch[p] *= scale;
   }
   m->cap_ch[NCCL_PROTO_LL128] =
       tune_min_cap(m->cap_ch[NCCL_PROTO_LL128], (float)c->perChMaxRingLL128Bws[cc][sc]);
