@@ -32,6 +32,16 @@
 #include "base.h"
 #include "nccl_common.h"
 
+/* Algorithms: NCCL's (NCCL_ALGO_TREE .. NCCL_ALGO_PAT, the tuner ABI's table rows), then Choir's
+ * own, which a tuner plugin never sees (its table has NCCL's rows only; a tuner that wants the
+ * ring everywhere gives it cost 0, and NCCL's rows win ties):
+ *   TUNE_ALGO_ONESHOT  AllReduce within one node where every pair of ranks is p2p: each rank
+ *                      writes its input to every peer (LL lines over the direct connections) and
+ *                      reduces what arrives from all of them, in rank order. NCCL_ALGO name
+ *                      "OneShot". */
+#define TUNE_ALGO_ONESHOT NCCL_NUM_ALGORITHMS
+#define TUNE_NUM_ALGOS (NCCL_NUM_ALGORITHMS + 1)
+
 typedef enum {
   TUNE_LINK_NVLINK = 0,   /* GPUs of a node through NVLink (p2p transport) */
   TUNE_LINK_PCIE = 1,     /* GPUs of a node through PCIe peer access (p2p transport) */
@@ -58,7 +68,12 @@ typedef struct tune_topo {
    * sizes (for the chunk: a step moves at most kern_proto_step_capacity(proto, slot)). */
   uint32_t proto_mask;
   uint32_t slot_bytes[NCCL_NUM_PROTOCOLS];
-  uint32_t algo_mask;     /* algorithms built (bit 1 << NCCL_ALGO_*): NCCL_ALGO_RING today */
+  uint32_t algo_mask;     /* algorithms usable (bit 1 << algorithm): the ring always; ONESHOT
+                           * where the direct connections were made (direct_ctas > 0) */
+  /* The direct connections (TUNE_ALGO_ONESHOT): CTAs (connections per peer and direction) and
+   * their LL slot size; 0 when there are none. */
+  int direct_ctas;
+  uint32_t direct_slot_bytes;
 } tune_topo_t;
 
 /* The protocols connections over `link` should be made with (bit 1 << NCCL_PROTO_*), for the
@@ -78,9 +93,9 @@ void tune_destroy(tune_t* t);
 
 /* The plan's decision for one operation. */
 typedef struct tune_choice {
-  int algo;             /* NCCL_ALGO_* */
+  int algo;             /* NCCL_ALGO_*, or TUNE_ALGO_ONESHOT */
   int proto;            /* NCCL_PROTO_* */
-  int nchannels;        /* 1..topo.ring_nchannels */
+  int nchannels;        /* 1..topo.ring_nchannels (ONESHOT: CTAs, 1..topo.direct_ctas) */
   int nthreads;         /* threads per CTA, multiple of 32 */
   uint32_t chunk_bytes; /* data bytes per step (multiple of 16, within the protocol's capacity) */
   float time_us;        /* the model's estimate (after the tuner) */

@@ -25,7 +25,8 @@ struct tune {
   tune_tuner_t* tuner;
 };
 
-typedef float tune_table_t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+/* NCCL's rows (what a tuner sees), then Choir's own algorithms' (tune.h). */
+typedef float tune_table_t[TUNE_NUM_ALGOS][NCCL_NUM_PROTOCOLS];
 
 static ncclResult_t tune_topo_check(const tune_topo_t* topo) {
   const char* bad = NULL;
@@ -54,8 +55,12 @@ ncclResult_t tune_create(const tune_topo_t* topo, uint64_t comm_hash, int rank, 
   CHECK(tune_topo_check(topo));
   tune_knob_t algo, proto;
   CHECK(tune_knobs_read(&algo, &proto));
-  /* Only the ring is built in tune's model: other bits of algo_mask have no model yet. */
+  /* The ring, and OneShot where the direct connections were made: other bits of algo_mask have
+   * no model yet. */
   uint32_t algo_usable = topo->algo_mask & (1u << NCCL_ALGO_RING);
+  if ((topo->algo_mask & (1u << TUNE_ALGO_ONESHOT)) && topo->direct_ctas > 0 &&
+      kern_proto_step_capacity(KERN_PROTO_LL, topo->direct_slot_bytes) > 0)
+    algo_usable |= 1u << TUNE_ALGO_ONESHOT;
   uint32_t proto_usable = 0;
   for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
     if (tune_model_capacity(topo, p) > 0) proto_usable |= 1u << p;
@@ -100,10 +105,20 @@ void tune_destroy(tune_t* t) {
 /* The model's table for coll: every entry that is built and has buffers. */
 static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
                        tune_table_t table) {
-  for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++) {
+  const uint32_t algos = tune_algos_for(coll, t->algo_usable);
+  for (int a = 0; a < TUNE_NUM_ALGOS; a++) {
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
       table[a][p] = (float)NCCL_ALGO_PROTO_IGNORE;
-      if (!(t->algo_usable & (1u << a)) || !(t->proto_usable & (1u << p))) continue;
+      if (!(algos & (1u << a)) || !(t->proto_usable & (1u << p))) continue;
+      if (a == TUNE_ALGO_ONESHOT) {
+        /* LL lines over the direct connections, whatever the ring's buffers. */
+        if (p != NCCL_PROTO_LL) continue;
+        int nctas, nthreads;
+        tune_model_direct_ctas(&t->topo, nbytes, &nctas, &nthreads);
+        table[a][p] = tune_model_direct_time(&t->model, &t->topo, nbytes, nctas) +
+                      (num_pipe_ops > 1 ? t->model.base_us[p] * (float)(num_pipe_ops - 1) : 0.0f);
+        continue;
+      }
       table[a][p] = tune_model_time(&t->model, &t->topo, coll, p, nbytes, t->topo.ring_nchannels,
                                     num_pipe_ops);
     }
@@ -112,7 +127,7 @@ static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nu
 
 /* Marks the entries NCCL_ALGO / NCCL_PROTO exclude for coll unusable. */
 static void tune_table_knobs(const tune_t* t, ncclFunc_t coll, tune_table_t table) {
-  for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+  for (int a = 0; a < TUNE_NUM_ALGOS; a++)
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
       if (!(t->algo.allow[coll] & (1u << a)) || !(t->proto.allow[coll] & (1u << p)))
         table[a][p] = (float)NCCL_ALGO_PROTO_IGNORE;
@@ -121,7 +136,7 @@ static void tune_table_knobs(const tune_t* t, ncclFunc_t coll, tune_table_t tabl
 /* The cheapest usable entry (first in order on a tie); false when none is. */
 static bool tune_pick(tune_table_t table, int* algo_p, int* proto_p) {
   int ba = -1, bp = -1;
-  for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+  for (int a = 0; a < TUNE_NUM_ALGOS; a++)
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
       if (table[a][p] >= 0 && (ba < 0 || table[a][p] < table[ba][bp])) {
         ba = a;
@@ -197,6 +212,7 @@ ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pi
   }
   int algo = w.knob_algo, proto = w.knob_proto;
   if (t->tuner != NULL) {
+    /* The tuner sees NCCL's rows; Choir's own keep the model's costs. */
     tune_table_t asked;
     memcpy(asked, table, sizeof(asked));
     CHECK(tune_tuner_coll_info(t->tuner, coll, nbytes, num_pipe_ops, asked, &w.tuner_nch));
@@ -214,6 +230,17 @@ ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pi
   tune_choice_t c;
   c.algo = algo;
   c.proto = proto;
+  if (algo == TUNE_ALGO_ONESHOT) {
+    /* Its own CTAs and steps (the direct connections' LL slots); no tuner chunk. */
+    tune_model_direct_ctas(&t->topo, nbytes, &c.nchannels, &c.nthreads);
+    c.chunk_bytes = kern_proto_step_capacity(KERN_PROTO_LL, t->topo.direct_slot_bytes);
+    c.time_us = table[algo][proto] >= 0 ? table[algo][proto]
+                                        : tune_model_direct_time(&t->model, &t->topo, nbytes,
+                                                                 c.nchannels);
+    if (log_enabled(NCCL_LOG_INFO, NCCL_TUNING)) tune_log(t, coll, nbytes, num_pipe_ops, &c, &w);
+    *out = c;
+    return ncclSuccess;
+  }
   tune_model_channels(&t->topo, proto, nbytes, max_ch, &c.nchannels, &c.nthreads);
   c.chunk_bytes = tune_model_chunk(&t->topo, coll, proto, nbytes, c.nchannels);
   if (t->tuner != NULL) {

@@ -16,7 +16,7 @@
 
 /* Collectives that have an (algorithm, protocol) to choose: ncclFuncBroadcast..AllReduce. */
 #define TUNE_NUM_COLLS 5
-#define TUNE_ALGO_ALL ((1u << NCCL_NUM_ALGORITHMS) - 1)
+#define TUNE_ALGO_ALL ((1u << TUNE_NUM_ALGOS) - 1)
 #define TUNE_PROTO_ALL ((1u << NCCL_NUM_PROTOCOLS) - 1)
 
 /* Names as NCCL prints them ("AllReduce", "Ring", "LL128"); "?" out of range. */
@@ -49,6 +49,8 @@ extern const tune_knob_kind_t tune_knob_algo, tune_knob_proto;
 /* Parses `value` (NULL or blank = unset: everything allowed). Errors: ncclInvalidUsage with a WARN
  * naming the knob, the value and the bad token. */
 ncclResult_t tune_knob_parse(const tune_knob_kind_t* kind, const char* value, tune_knob_t* knob_p);
+/* The algorithms of algo_mask that collective coll can run (OneShot: AllReduce only). */
+uint32_t tune_algos_for(int coll, uint32_t algo_mask);
 /* Every collective keeps at least one usable (algorithm, protocol): algorithms in algo_mask and
  * protocols in proto_mask. Else ncclInvalidUsage with a WARN naming the collective, what the knob
  * allows and what is built or connected. */
@@ -84,6 +86,12 @@ float tune_model_time(const tune_model_t* m, const tune_topo_t* topo, ncclFunc_t
 /* Channels and threads for (proto, nbytes), starting from at most max_channels. */
 void tune_model_channels(const tune_topo_t* topo, int proto, uint64_t nbytes, int max_channels,
                          int* nchannels_p, int* nthreads_p);
+/* TUNE_ALGO_ONESHOT (AllReduce, LL): its time for nbytes on nctas CTAs, and the CTAs and threads
+ * for nbytes (at most topo->direct_ctas CTAs). */
+float tune_model_direct_time(const tune_model_t* m, const tune_topo_t* topo, uint64_t nbytes,
+                             int nctas);
+void tune_model_direct_ctas(const tune_topo_t* topo, uint64_t nbytes, int* nctas_p,
+                            int* nthreads_p);
 /* Bytes per step for (coll, proto, nbytes, nchannels): a multiple of 16 within the protocol's
  * step capacity (0 when the slot holds nothing). */
 uint32_t tune_model_chunk(const tune_topo_t* topo, ncclFunc_t coll, int proto, uint64_t nbytes,

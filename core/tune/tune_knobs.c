@@ -14,8 +14,9 @@
 
 #include "tune_internal.h"
 
-static const char* const tune_algo_names[NCCL_NUM_ALGORITHMS] = {
-    "Tree", "Ring", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT"};
+/* NCCL's names, then Choir's own algorithms (tune.h). */
+static const char* const tune_algo_names[TUNE_NUM_ALGOS] = {
+    "Tree", "Ring", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT", "OneShot"};
 static const char* const tune_proto_names[NCCL_NUM_PROTOCOLS] = {"LL", "LL128", "Simple"};
 /* ncclFunc_t order. Only the first TUNE_NUM_COLLS choose an algorithm; the others are accepted
  * (NCCL accepts them) and change nothing. */
@@ -24,7 +25,7 @@ static const char* const tune_coll_names[ncclNumFuncs] = {
     "Send",      "Recv",   "AllToAll",  "Scatter",       "Gather"};
 
 const tune_knob_kind_t tune_knob_algo = {"NCCL_ALGO", "algorithm", tune_algo_names,
-                                         NCCL_NUM_ALGORITHMS};
+                                         TUNE_NUM_ALGOS};
 const tune_knob_kind_t tune_knob_proto = {"NCCL_PROTO", "protocol", tune_proto_names,
                                           NCCL_NUM_PROTOCOLS};
 
@@ -32,7 +33,7 @@ const char* tune_coll_name(int coll) {
   return coll >= 0 && coll < ncclNumFuncs ? tune_coll_names[coll] : "?";
 }
 const char* tune_algo_name(int algo) {
-  return algo >= 0 && algo < NCCL_NUM_ALGORITHMS ? tune_algo_names[algo] : "?";
+  return algo >= 0 && algo < TUNE_NUM_ALGOS ? tune_algo_names[algo] : "?";
 }
 const char* tune_proto_name(int proto) {
   return proto >= 0 && proto < NCCL_NUM_PROTOCOLS ? tune_proto_names[proto] : "?";
@@ -183,6 +184,10 @@ out:
   return res;
 }
 
+uint32_t tune_algos_for(int coll, uint32_t algo_mask) {
+  return coll == ncclFuncAllReduce ? algo_mask : algo_mask & ~(1u << TUNE_ALGO_ONESHOT);
+}
+
 ncclResult_t tune_knobs_read(tune_knob_t* algo_p, tune_knob_t* proto_p) {
   CHECK(tune_knob_parse(&tune_knob_algo, param_str(PARAM_ALGO), algo_p));
   CHECK(tune_knob_parse(&tune_knob_proto, param_str(PARAM_PROTO), proto_p));
@@ -193,15 +198,16 @@ ncclResult_t tune_knobs_check(const tune_knob_t* algo, const tune_knob_t* proto,
                               uint32_t proto_mask) {
   char allowed[96], have[96];
   for (int c = 0; c < TUNE_NUM_COLLS; c++) {
-    if ((algo->allow[c] & algo_mask) == 0) {
+    const uint32_t usable = tune_algos_for(c, algo_mask);
+    if ((algo->allow[c] & usable) == 0) {
       WARN(
           "NCCL_ALGO=\"%s\" leaves %s no algorithm to run: it allows %s for %s, and Choir builds "
           "%s only; name one of those for %s, or unset NCCL_ALGO",
           algo->value, tune_coll_name(c),
-          tune_mask_names(algo->allow[c], tune_algo_name, NCCL_NUM_ALGORITHMS, allowed,
+          tune_mask_names(tune_algos_for(c, algo->allow[c]), tune_algo_name, TUNE_NUM_ALGOS, allowed,
                           sizeof(allowed)),
           tune_coll_name(c),
-          tune_mask_names(algo_mask, tune_algo_name, NCCL_NUM_ALGORITHMS, have, sizeof(have)),
+          tune_mask_names(usable, tune_algo_name, TUNE_NUM_ALGOS, have, sizeof(have)),
           tune_coll_name(c));
       return ncclInvalidUsage;
     }

@@ -253,6 +253,42 @@ void tune_model_channels(const tune_topo_t* topo, int proto, uint64_t nbytes, in
   *nthreads_p = nt;
 }
 
+/* OneShot (tune.h): one LL step over the direct connections instead of 2(n-1) ring steps, but
+ * each rank writes its whole input to each of its n-1 peers: every CTA moves (n-1) times its
+ * part, at LL's per-channel rate. A guess from the ring's constants until measured. */
+#define TUNE_DIRECT_BYTES_PER_CTA 8192 /* a CTA more per this many bytes of input */
+float tune_model_direct_time(const tune_model_t* m, const tune_topo_t* topo, uint64_t nbytes,
+                             int nctas) {
+  const int n = topo->nranks;
+  double bw_ch = m->bw_ch * tune_proto_eff[NCCL_PROTO_LL];
+  if (m->cap_ch[NCCL_PROTO_LL] > 0 && bw_ch > m->cap_ch[NCCL_PROTO_LL]) bw_ch = m->cap_ch[NCCL_PROTO_LL];
+  const double bw = bw_ch * (nctas > 0 ? nctas : 1);
+  const uint32_t cap = kern_proto_step_capacity(NCCL_PROTO_LL, topo->direct_slot_bytes);
+  /* Steps beyond the first each pay a hop (a CTA's part larger than a slot). */
+  double steps = 1.0;
+  if (cap > 0) {
+    steps = ceil((double)nbytes / ((double)(nctas > 0 ? nctas : 1) * cap));
+    if (steps < 1.0) steps = 1.0;
+  }
+  return (float)((double)m->base_us[NCCL_PROTO_LL] + steps * m->hop_intra_us[NCCL_PROTO_LL] +
+                 (double)(n > 1 ? n - 1 : 1) * (double)nbytes / (bw * 1000.0));
+}
+
+void tune_model_direct_ctas(const tune_topo_t* topo, uint64_t nbytes, int* nctas_p,
+                            int* nthreads_p) {
+  int max = topo->direct_ctas > 0 ? topo->direct_ctas : 1;
+  if (topo->cta_cap > 0 && max > topo->cta_cap) max = topo->cta_cap;
+  uint64_t want = (nbytes + TUNE_DIRECT_BYTES_PER_CTA - 1) / TUNE_DIRECT_BYTES_PER_CTA;
+  int nctas = want < 1 ? 1 : want > (uint64_t)max ? max : (int)want;
+  /* A thread per LL line of a CTA's part (8 data bytes), in whole warps, 64..KERN_NTHREADS. */
+  uint64_t lines = (nbytes / (uint64_t)nctas + 7) / 8;
+  uint64_t nt = (lines + 31) / 32 * 32;
+  if (nt < TUNE_MIN_THREADS) nt = TUNE_MIN_THREADS;
+  if (nt > KERN_NTHREADS) nt = KERN_NTHREADS;
+  *nctas_p = nctas;
+  *nthreads_p = (int)nt;
+}
+
 uint32_t tune_model_capacity(const tune_topo_t* topo, int proto) {
   if (proto < 0 || proto >= NCCL_NUM_PROTOCOLS || !(topo->proto_mask & (1u << proto))) return 0;
   return kern_proto_step_capacity(proto, topo->slot_bytes[proto]);

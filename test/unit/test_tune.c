@@ -215,6 +215,123 @@ static void case_same_gpu(void) {
   }
 }
 
+/* OneShot (Choir's own AllReduce over the direct connections): where it is made, the model picks
+ * it for small AllReduces only, never for another collective; its choice has its own CTAs,
+ * threads and step; NCCL_ALGO forces or excludes it; without the direct connections it is never
+ * chosen and naming it alone fails loudly. */
+static tune_topo_t topo_direct(tune_topo_t t) {
+  t.algo_mask |= 1u << TUNE_ALGO_ONESHOT;
+  t.direct_ctas = 8;
+  t.direct_slot_bytes = 65536;
+  return t;
+}
+
+static void case_oneshot(void) {
+  env_quiet();
+  const tune_topo_t tops[2] = {
+      topo_direct(topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0)),
+      topo_direct(topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.6f, 0))};
+  const uint32_t cap = kern_proto_step_capacity(KERN_PROTO_LL, 65536);
+  for (int f = 0; f < 2; f++) {
+    tune_t* t = NULL;
+    CHECK_EQ_INT(tune_create(&tops[f], 1, 0, &t), ncclSuccess);
+    if (t == NULL) continue;
+    tune_choice_t c;
+    CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, 8, 1, &c), ncclSuccess);
+    CHECK_MSG(c.algo == TUNE_ALGO_ONESHOT && c.proto == NCCL_PROTO_LL, "fixture %d 8 B: %s/%s", f,
+              tune_algo_name(c.algo), tune_proto_name(c.proto));
+    CHECK_TRUE(c.nchannels == 1 && c.nthreads == 64 && c.chunk_bytes == cap);
+    CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, 64 << 20, 1, &c), ncclSuccess);
+    CHECK_MSG(c.algo == NCCL_ALGO_RING, "fixture %d 64 MiB: %s", f, tune_algo_name(c.algo));
+    for (uint64_t s = 8; s <= ((uint64_t)1 << 30); s *= 8) {
+      CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, s, 1, &c), ncclSuccess);
+      if (c.algo == TUNE_ALGO_ONESHOT)
+        CHECK_MSG(c.nchannels >= 1 && c.nchannels <= 8 && c.nthreads % 32 == 0 &&
+                      c.nthreads >= 64 && c.nthreads <= KERN_NTHREADS && c.chunk_bytes == cap,
+                  "fixture %d %llu B: %d CTAs %d threads chunk %u", f, (unsigned long long)s,
+                  c.nchannels, c.nthreads, c.chunk_bytes);
+      for (int k = 0; k < TUNE_NUM_COLLS; k++) {
+        if (k == ncclFuncAllReduce) continue;
+        CHECK_EQ_INT(tune_choose(t, (ncclFunc_t)k, s, 1, &c), ncclSuccess);
+        CHECK_MSG(c.algo == NCCL_ALGO_RING, "fixture %d %s %llu B: %s", f, tune_coll_name(k),
+                  (unsigned long long)s, tune_algo_name(c.algo));
+      }
+    }
+    tune_destroy(t);
+  }
+}
+
+static const tune_topo_t* oneshot_topo(void) {
+  static tune_topo_t t;
+  t = topo_direct(topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0));
+  return &t;
+}
+
+/* Forced for AllReduce (64 MiB: several steps per CTA); the other collectives keep the ring. */
+static void case_oneshot_forced(void) {
+  env_quiet();
+  setenv("NCCL_ALGO", "allreduce:oneshot", 1);
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(oneshot_topo(), 1, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  tune_choice_t c;
+  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, 64 << 20, 1, &c), ncclSuccess);
+  CHECK_TRUE(c.algo == TUNE_ALGO_ONESHOT && c.nchannels == 8 && c.nthreads == KERN_NTHREADS);
+  CHECK_EQ_INT(tune_choose(t, ncclFuncBroadcast, 8, 1, &c), ncclSuccess);
+  CHECK_TRUE(c.algo == NCCL_ALGO_RING);
+  tune_destroy(t);
+}
+
+static void case_oneshot_excluded(void) {
+  env_quiet();
+  setenv("NCCL_ALGO", "^oneshot", 1);
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(oneshot_topo(), 1, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  tune_choice_t c;
+  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, 8, 1, &c), ncclSuccess);
+  CHECK_TRUE(c.algo == NCCL_ALGO_RING);
+  tune_destroy(t);
+}
+
+/* Without the direct connections it is never chosen. */
+static void case_oneshot_unmade(void) {
+  env_quiet();
+  tune_topo_t plain = topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0);
+  plain.direct_ctas = 8; /* connections without the algorithm's bit: still not usable */
+  plain.direct_slot_bytes = 65536;
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&plain, 1, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  for (uint64_t s = 8; s <= ((uint64_t)1 << 20); s *= 4) {
+    tune_choice_t c;
+    CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, s, 1, &c), ncclSuccess);
+    CHECK_TRUE(c.algo == NCCL_ALGO_RING);
+  }
+  tune_destroy(t);
+}
+
+/* Named for every collective: the others have nothing left. */
+static void case_oneshot_alone(void) {
+  env_quiet();
+  setenv("NCCL_ALGO", "oneshot", 1);
+  tune_t* t = NULL;
+  err_clear_last();
+  CHECK_EQ_INT(tune_create(oneshot_topo(), 1, 0, &t), ncclInvalidUsage);
+  CHECK_CONTAINS(err_last(), "leaves Broadcast no algorithm to run");
+}
+
+/* Named for AllReduce where the direct connections were not made. */
+static void case_oneshot_unavailable(void) {
+  env_quiet();
+  setenv("NCCL_ALGO", "allreduce:oneshot", 1);
+  tune_topo_t plain = topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0);
+  tune_t* t = NULL;
+  err_clear_last();
+  CHECK_EQ_INT(tune_create(&plain, 1, 0, &t), ncclInvalidUsage);
+  CHECK_CONTAINS(err_last(), "it allows OneShot for AllReduce, and Choir builds Ring only");
+}
+
 static void case_model_formula(void) {
   env_quiet();
   tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.0f, 0);
@@ -413,8 +530,14 @@ static void case_knob_parse(void) {
   /* A collective without an algorithm to choose is accepted (NCCL's names) and changes nothing. */
   CHECK_EQ_INT(tune_knob_parse(&tune_knob_algo, "sendrecv:ring;allgather:pat,NVLSTree", &k),
                ncclSuccess);
-  CHECK_TRUE(k.allow[ncclFuncAllReduce] == 0x7f);
+  CHECK_TRUE(k.allow[ncclFuncAllReduce] == TUNE_ALGO_ALL);
   CHECK_TRUE(k.allow[ncclFuncAllGather] == ((1u << NCCL_ALGO_PAT) | (1u << NCCL_ALGO_NVLS_TREE)));
+  /* Choir's own: OneShot, by name, alone or excluded. */
+  CHECK_EQ_INT(tune_knob_parse(&tune_knob_algo, "allreduce:oneshot", &k), ncclSuccess);
+  CHECK_TRUE(k.allow[ncclFuncAllReduce] == 1u << TUNE_ALGO_ONESHOT);
+  CHECK_TRUE(k.allow[ncclFuncBroadcast] == TUNE_ALGO_ALL);
+  CHECK_EQ_INT(tune_knob_parse(&tune_knob_algo, "^OneShot", &k), ncclSuccess);
+  CHECK_TRUE(k.allow[ncclFuncAllReduce] == (TUNE_ALGO_ALL & ~(1u << TUNE_ALGO_ONESHOT)));
   CHECK_EQ_INT(tune_knob_parse(&tune_knob_algo,
                                "Tree,Ring,CollnetDirect,CollnetChain,NVLS,"
                                "NVLSTree,PAT",
@@ -685,6 +808,12 @@ int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "table") == 0) return print_table();
   fork_case("model_shape", case_model_shape);
   fork_case("same_gpu", case_same_gpu);
+  fork_case("oneshot", case_oneshot);
+  fork_case("oneshot_forced", case_oneshot_forced);
+  fork_case("oneshot_excluded", case_oneshot_excluded);
+  fork_case("oneshot_unmade", case_oneshot_unmade);
+  fork_case("oneshot_alone", case_oneshot_alone);
+  fork_case("oneshot_unavailable", case_oneshot_unavailable);
   fork_case("model_formula", case_model_formula);
   fork_case("channels_chunk", case_channels_chunk);
   fork_case("force_simple", case_force_simple);
