@@ -8,6 +8,7 @@
 #ifndef CHOIR_KERN_COLL_CUH
 #define CHOIR_KERN_COLL_CUH
 
+#include "kern_direct.cuh"
 #include "kern_prims.cuh"
 
 namespace kern {
@@ -217,12 +218,18 @@ cudaError_t coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
   const void* fns[KERN_PROTO_NUM] = {(const void*)kern_coll_kernel<OP, TYPE, KERN_PROTO_LL>,
                                      (const void*)kern_coll_kernel<OP, TYPE, KERN_PROTO_LL128>,
                                      (const void*)kern_coll_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
+  const void* direct = (const void*)kern_direct_kernel<OP, TYPE>;
   if (w == nullptr) {
     cudaFuncAttributes attr;
     cudaError_t e = cudaSuccess;
     for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++)
       e = cudaFuncGetAttributes(&attr, fns[p]);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, direct);
     return e;
+  }
+  if (w->algo == KERN_ALGO_ONESHOT) {
+    void* params[] = {(void*)w};
+    return cudaLaunchKernel(direct, dim3(w->nchannels), dim3(w->nthreads), params, 0, stream);
   }
   const unsigned maxt[KERN_PROTO_NUM] = {coll_max_threads<OP, TYPE, KERN_PROTO_LL>(),
                                          coll_max_threads<OP, TYPE, KERN_PROTO_LL128>(),

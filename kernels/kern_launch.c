@@ -135,9 +135,17 @@ ncclResult_t kern_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
   if (w->chunk_bytes == 0 || w->chunk_bytes % KERN_RC_VEC_BYTES != 0)
     return kern_fail(ncclInvalidArgument, "collective: chunk_bytes %u is not a positive multiple "
                      "of %d", w->chunk_bytes, KERN_RC_VEC_BYTES);
-  if (w->algo != NCCL_ALGO_RING)
-    return kern_fail(ncclInvalidArgument, "collective: algo %d is not built (only ring, %d)",
-                     (int)w->algo, NCCL_ALGO_RING);
+  if (w->algo != NCCL_ALGO_RING && w->algo != KERN_ALGO_ONESHOT)
+    return kern_fail(ncclInvalidArgument,
+                     "collective: algo %d is not built (ring, %d, and OneShot, %d)", (int)w->algo,
+                     NCCL_ALGO_RING, KERN_ALGO_ONESHOT);
+  if (w->algo == KERN_ALGO_ONESHOT &&
+      (w->coll != KERN_COLL_ALLREDUCE || w->proto != KERN_PROTO_LL ||
+       w->nchannels > KERN_DIRECT_MAX_CTAS))
+    return kern_fail(ncclInvalidArgument,
+                     "collective: OneShot runs AllReduce with LL on at most %d CTAs (coll %d, "
+                     "proto %d, %d CTAs)",
+                     KERN_DIRECT_MAX_CTAS, (int)w->coll, (int)w->proto, (int)w->nchannels);
   if (w->proto < 0 || w->proto >= KERN_PROTO_NUM)
     return kern_fail(ncclInvalidArgument, "collective: proto %d is not a kern_proto_t (0..%d)",
                      (int)w->proto, KERN_PROTO_NUM - 1);

@@ -139,6 +139,12 @@ const char* kern_last_error(void);
 #define KERN_MAX_CHANNELS 64       /* ring channels per communicator */
 #define KERN_MAX_P2P_CHANNELS 32   /* connections per peer and direction for send/recv */
 #define KERN_NTHREADS 512          /* threads per CTA of the collective and p2p kernels */
+/* OneShot AllReduce (kern_coll_work_t.algo == KERN_ALGO_ONESHOT, Choir's own algorithm after
+ * NCCL's seven): at most this many ranks (every pair p2p) and CTAs, one direct connection per
+ * peer, CTA and direction. */
+#define KERN_ALGO_ONESHOT 7
+#define KERN_DIRECT_MAX_RANKS 8
+#define KERN_DIRECT_MAX_CTAS 8
 /* The ring collectives split a buffer over channels, and each channel's part into steps, in
  * whole 16-byte units (so that vectors stay aligned); the host counts their steps the same way
  * (the profiler's ProxyOp events). */
@@ -260,6 +266,9 @@ typedef struct kern_comm {
   /* [peer * KERN_MAX_P2P_CHANNELS + c]: send/recv connections, connected == 0 until set up. */
   kern_conn_t* p2p_send;
   kern_conn_t* p2p_recv;
+  /* [peer * KERN_DIRECT_MAX_CTAS + cta]: OneShot's connections (LL buffers), NULL until made. */
+  kern_conn_t* direct_send;
+  kern_conn_t* direct_recv;
   kern_channel_t channels[KERN_MAX_CHANNELS];
 } kern_comm_t;
 
@@ -307,7 +316,8 @@ typedef struct kern_coll_work {
   int32_t divisor;
   int32_t nchannels;
   uint32_t chunk_bytes; /* data bytes per step at most (capped by kern_proto_step_capacity) */
-  int32_t algo;         /* NCCL_ALGO_RING: the only algorithm built */
+  int32_t algo;         /* NCCL_ALGO_RING, or KERN_ALGO_ONESHOT (AllReduce: nchannels CTAs over
+                         * the direct connections, proto LL, kern_direct.cuh) */
   int32_t proto;        /* kern_proto_t; the ring connections must have its buffers */
   uint32_t nthreads;    /* threads per CTA: a multiple of 32 in [64, KERN_NTHREADS] */
 } kern_coll_work_t;

@@ -129,6 +129,10 @@ PARAM_STR(ALGO, "NCCL_ALGO", NULL,
 PARAM_STR(PROTO, "NCCL_PROTO", NULL,
           "protocols the plan may use: LL, LL128, Simple as a list, ^ to exclude, or per "
           "collective (allreduce:LL,Simple;allgather:^LL128)")
+PARAM_INT(ONESHOT, "CHOIR_ONESHOT", 1,
+          "1: where every pair of ranks is p2p (one node, at most 8 ranks), make the OneShot "
+          "AllReduce's direct connections (8 per peer and direction, each an LL buffer of "
+          "NCCL_LL_BUFFSIZE bytes) with the ring, so the plan may choose OneShot; 0: never")
 PARAM_INT(P2P_NVL_CHUNKSIZE, "NCCL_P2P_NVL_CHUNKSIZE", 524288,
           "slot size in bytes of send/recv connections over NVLink")
 PARAM_STR(PROXY_TRACE, "CHOIR_PROXY_TRACE", NULL,

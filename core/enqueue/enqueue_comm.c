@@ -162,9 +162,29 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   dp->dev_bytes += sizeof(int32_t) * (size_t)nch * n;
   CHECK(enq_upload(dp, dp->dev_ring_ranks, dp->ring_ranks, sizeof(int32_t) * (size_t)nch * n));
 
+  /* OneShot: where every pair of ranks is p2p, its direct connections are made in the same
+   * call as the ring's (ids from ENQ_DIRECT_ID_BASE): one LL buffer per peer, CTA and direction.
+   * The condition is equal on every rank (slow_all was all-gathered). */
+  const int direct = n > 1 && n <= KERN_DIRECT_MAX_RANKS && slow_all == KERN_TRANSPORT_P2P &&
+                     param_int(PARAM_ONESHOT) != 0 && tp.slot_bytes[KERN_PROTO_LL] != 0;
+  const int ndirect = direct ? 2 * (n - 1) * KERN_DIRECT_MAX_CTAS : 0;
+  kern_conn_t* dconns = NULL;
+  if (direct) {
+    const size_t bytes = sizeof(kern_conn_t) * 2 * (size_t)n * KERN_DIRECT_MAX_CTAS;
+    CUDA_CHECK(cudaMalloc((void**)&dp->dev_direct, bytes));
+    dp->dev_bytes += bytes;
+    CUDA_CHECK(cudaMemsetAsync(dp->dev_direct, 0, bytes, dp->setup_stream));
+    CHECK(MEM_CALLOC(&dconns, (size_t)2 * n * KERN_DIRECT_MAX_CTAS));
+  }
   /* Ring connections get a buffer per protocol the model may choose (tp.slot_bytes). */
   transport_req_t* reqs = NULL;
-  if (n > 1) CHECK(MEM_CALLOC(&reqs, (size_t)2 * nch));
+  if (n > 1) {
+    ncclResult_t mres = MEM_CALLOC(&reqs, (size_t)2 * nch + (size_t)ndirect);
+    if (mres != ncclSuccess) {
+      free(dconns);
+      return mres;
+    }
+  }
   for (int c = 0; c < nch; c++) {
     const int32_t* ring = dp->ring_ranks + (size_t)c * n;
     int idx = 0;
@@ -182,10 +202,42 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
       memcpy(reqs[2 * c + 1].slot_bytes, tp.slot_bytes, sizeof(reqs[2 * c + 1].slot_bytes));
     }
   }
+  int k = 2 * nch;
+  for (int q = 0; q < n && direct; q++) {
+    if (q == dp->rank) continue;
+    for (int g = 0; g < KERN_DIRECT_MAX_CTAS; g++)
+      for (int dir = 0; dir < 2; dir++, k++) {
+        const size_t at = (size_t)(dir == 0 ? 0 : n) * KERN_DIRECT_MAX_CTAS +
+                          (size_t)q * KERN_DIRECT_MAX_CTAS + (size_t)g;
+        /* Named by their place in the device table (stable) for the profiler. */
+        reqs[k] = (transport_req_t){.peer = q, .is_send = dir == 0,
+                                    .id = ENQ_DIRECT_ID_BASE + g, .out = &dconns[at],
+                                    .key = dp->dev_direct + at};
+        reqs[k].slot_bytes[KERN_PROTO_LL] = tp.slot_bytes[KERN_PROTO_LL];
+        /* SIMPLE is always made (transport.h); the smallest slot the transport takes. */
+        reqs[k].slot_bytes[KERN_PROTO_SIMPLE] = 128;
+      }
+  }
   ncclResult_t res = ncclSuccess;
-  if (n > 1) res = transport_connect(dp->transport, reqs, 2 * nch, ENQ_TAG_RING);
+  if (n > 1) res = transport_connect(dp->transport, reqs, k, ENQ_TAG_RING);
   free(reqs);
+  uint32_t dslot = 0;
+  if (res == ncclSuccess && direct) {
+    res = enq_upload(dp, dp->dev_direct, dconns,
+                     sizeof(kern_conn_t) * 2 * (size_t)n * KERN_DIRECT_MAX_CTAS);
+    /* The LL slot as the transport made it (every direct connection alike). */
+    dslot = dconns[(size_t)(dp->rank == 0 ? 1 : 0) * KERN_DIRECT_MAX_CTAS].slot_bytes[KERN_PROTO_LL];
+  }
+  free(dconns);
   CHECK(res);
+  if (direct) {
+    dp->direct_ctas = KERN_DIRECT_MAX_CTAS;
+    dp->host_kc.direct_send = dp->dev_direct;
+    dp->host_kc.direct_recv = dp->dev_direct + (size_t)n * KERN_DIRECT_MAX_CTAS;
+    tp.algo_mask |= 1u << TUNE_ALGO_ONESHOT;
+    tp.direct_ctas = KERN_DIRECT_MAX_CTAS;
+    tp.direct_slot_bytes = dslot;
+  }
   dp->host_kc.nchannels = nch;
   if (n == 1) return ncclSuccess; /* one rank: no ring, no model (enq_launch_single) */
   /* The model of what the ring got: the slots as the transport made them (a protocol sharing
@@ -296,12 +348,16 @@ static void enq_device_release(enq_comm_t* dp) {
   dp->transport = NULL;
   if (dp->dev_kc) cudaFree(dp->dev_kc);
   if (dp->dev_p2p) cudaFree(dp->dev_p2p);
+  if (dp->dev_direct) cudaFree(dp->dev_direct);
   if (dp->abort_host) cudaFreeHost(dp->abort_host);
   if (dp->done_ev) cudaEventDestroy(dp->done_ev);
   if (dp->join_ev) cudaEventDestroy(dp->join_ev);
   if (dp->setup_stream) cudaStreamDestroy(dp->setup_stream);
   dp->dev_kc = NULL;
   dp->dev_p2p = NULL;
+  dp->dev_direct = NULL;
+  dp->direct_ctas = 0;
+  dp->host_kc.direct_send = dp->host_kc.direct_recv = NULL;
   dp->abort_host = dp->abort_dev = NULL;
   dp->done_ev = dp->join_ev = NULL;
   dp->setup_stream = NULL;

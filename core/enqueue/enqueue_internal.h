@@ -29,6 +29,9 @@ static inline void enq_capture_restore(enum cudaStreamCaptureMode mode) {
 /* Bootstrap tags of the data path's connection rounds. */
 #define ENQ_TAG_RING 0x43520001
 #define ENQ_TAG_P2P 0x43520002
+/* Connection ids of OneShot's direct connections (ENQ_DIRECT_ID_BASE + CTA), in the ring's
+ * connect call: above every ring channel's id. */
+#define ENQ_DIRECT_ID_BASE 0x1000
 
 /* A user-created reduction operator (ncclRedOpCreatePreMulSum). */
 typedef struct enq_redop {
@@ -66,6 +69,10 @@ struct enq_comm {
   transport_p2p_policy_fn p2p_policy;
   void* p2p_policy_ctx;
   kern_conn_t* dev_p2p;    /* [2][nranks * KERN_MAX_P2P_CHANNELS]: send, then recv */
+  /* OneShot's connections, [2][nranks * KERN_DIRECT_MAX_CTAS] (send, then recv), made with the
+   * ring where every pair is p2p (CHOIR_ONESHOT); NULL otherwise. */
+  kern_conn_t* dev_direct;
+  int direct_ctas;
   int nchannels;            /* ring channels, decided at the first collective */
   graph_limits_t lim;       /* the communicator's channel limits (enq_comm_args_t) */
   int net_peer_nch;         /* config nChannelsPerNetPeer, -1: ENQ_NET_P2P_NCH */

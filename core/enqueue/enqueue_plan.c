@@ -137,7 +137,19 @@ ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int nu
   tune_choice_t ch;
   memset(&ch, 0, sizeof(ch));
   CHECK(tune_choose(t, enq_func(op), enqueue_plan_nbytes(op, nranks), num_pipe_ops, &ch));
-  if (ch.algo != NCCL_ALGO_RING || ch.proto < 0 || ch.proto >= KERN_PROTO_NUM ||
+  if (ch.algo == TUNE_ALGO_ONESHOT) {
+    /* tune offers OneShot only with the direct connections (algo_mask), for AllReduce. */
+    if (op->kind != ENQ_ALLREDUCE || ch.proto != NCCL_PROTO_LL || ch.nchannels < 1 ||
+        ch.nchannels > KERN_DIRECT_MAX_CTAS || ch.nthreads < 64 || ch.nthreads > KERN_NTHREADS ||
+        ch.nthreads % 32 != 0 || ch.chunk_bytes < 16 || ch.chunk_bytes % 16 != 0) {
+      WARN("plan: the model chose OneShot with protocol %d, %d CTAs, %d threads, chunk %u for "
+           "collective %d; it takes AllReduce, LL, 1..%d CTAs, 64..%d threads (multiples of "
+           "32) and chunks of whole 16 bytes",
+           ch.proto, ch.nchannels, ch.nthreads, ch.chunk_bytes, (int)op->kind,
+           KERN_DIRECT_MAX_CTAS, KERN_NTHREADS);
+      return ncclInternalError;
+    }
+  } else if (ch.algo != NCCL_ALGO_RING || ch.proto < 0 || ch.proto >= KERN_PROTO_NUM ||
       ring_slot_bytes[ch.proto] == 0 || ch.nchannels < 1 || ch.nchannels > ring_nchannels ||
       ch.nthreads < 64 || ch.nthreads > KERN_NTHREADS || ch.nthreads % 32 != 0 ||
       ch.chunk_bytes < 16 || ch.chunk_bytes % 16 != 0) {

@@ -166,6 +166,7 @@ static uint64_t enq_ring_steps(const kern_coll_work_t* w, int n, int d, uint32_t
 
 void enq_prof_ring_ops(enq_comm_t* dp, const kern_coll_work_t* w, void* parent) {
   if (!prof_on(dp->prof, ncclProfileProxyOp | ncclProfileProxyStep)) return;
+  if (w->algo != NCCL_ALGO_RING) return; /* OneShot: p2p only, no proxy */
   const int n = dp->nranks;
   for (uint32_t c = 0; c < (uint32_t)w->nchannels; c++) {
     kern_channel_t* ch = &dp->host_kc.channels[c];
