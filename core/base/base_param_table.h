@@ -129,6 +129,10 @@ PARAM_STR(ALGO, "NCCL_ALGO", NULL,
 PARAM_STR(PROTO, "NCCL_PROTO", NULL,
           "protocols the plan may use: LL, LL128, Simple as a list, ^ to exclude, or per "
           "collective (allreduce:LL,Simple;allgather:^LL128)")
+PARAM_INT(AGG_MAX, "CHOIR_AGG_MAX", 40,
+          "most collectives of one group that run in one kernel launch, 1..40 (1: one launch per "
+          "collective; larger values are taken as 40); consecutive collectives of a group on one "
+          "stream with the same kernel (protocol, operator and type) share a launch")
 PARAM_INT(P2P_NVL_CHUNKSIZE, "NCCL_P2P_NVL_CHUNKSIZE", 524288,
           "slot size in bytes of send/recv connections over NVLink")
 PARAM_STR(PROXY_TRACE, "CHOIR_PROXY_TRACE", NULL,
