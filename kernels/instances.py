@@ -64,4 +64,13 @@ FAMILIES = [
         ops=ALL_OPS,
         types=ALL_TYPES,
     ),
+    dict(
+        name="coll_batch",
+        header="kern_coll.cuh",
+        macro="KERN_COLL_BATCH_INSTANCE",
+        fn_type="kern_coll_batch_launch_fn",
+        table="kern_coll_batch_table",
+        ops=ALL_OPS,
+        types=ALL_TYPES,
+    ),
 ]

@@ -195,6 +195,36 @@ __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) 
   prof_mark_stop(w.prof);
 }
 
+/* A batch of collectives (kernels.h: kern_coll_batch_t), in order. CTA c runs channel c of each
+ * work that has one (the skip is the same for every thread of the CTA, so the barriers inside
+ * stay CTA-wide). Every work gets a fresh prims: its constructor reads the connections' step
+ * counters, which thread 0 of the previous work's finish() wrote back, hence the barrier between
+ * works (it also keeps thread 0 from rewriting the shared `ring` and prims state of the next
+ * work while another thread still reads the previous one's). All the CTA's threads run every
+ * work, whatever its nthreads: the protocols place a step's data by line or unit index, never by
+ * thread, so the peer, which may run the same work with another thread count, agrees. */
+/* DIRECT: the reduction kernels, whose LL batches may hold OneShot works (kern_direct.cuh). */
+template <int PROTO, class R, bool DIRECT = false>
+__device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
+  for (uint32_t i = 0; i < b.nworks; i++) {
+    const kern_coll_work_t& w = b.works[i];
+    if ((int)blockIdx.x >= w.nchannels) continue;
+    const R r(w.scalar_bits, w.scalar_ptr, w.divisor);
+    if constexpr (PROTO == KERN_PROTO_LL && DIRECT) {
+      /* OneShot works are LL AllReduces: they share the LL batch kernel. */
+      if (w.algo == KERN_ALGO_ONESHOT) {
+        prof_mark_start(w.prof);
+        direct_allreduce(r, w);
+        prof_mark_stop(w.prof);
+        __syncthreads();
+        continue;
+      }
+    }
+    coll_run<PROTO>(r, w);
+    __syncthreads();
+  }
+}
+
 /* Threads per CTA a kernel is built for. LL128 with an operator that needs registers of its own
  * (avg, premulsum) does not fit 512 threads without spilling; it runs with at most 384. Fewer
  * threads on one rank than on its peers is safe: every protocol's step sizes and line ownership
@@ -211,6 +241,12 @@ __global__ void __launch_bounds__(coll_max_threads<OP, TYPE, PROTO>(), 1)
   coll_run<PROTO>(r, w);
 }
 
+template <int OP, int TYPE, int PROTO>
+__global__ void __launch_bounds__(coll_max_threads<OP, TYPE, PROTO>(), 1)
+    kern_coll_batch_kernel(const __grid_constant__ kern_coll_batch_t b) {
+  coll_batch_run<PROTO, red<OP, TYPE>, true>(b);
+}
+
 /* One kernel per protocol: each path keeps its own registers. w == NULL: load the kernels only
  * (see kern_preload in kernels.h). */
 template <int OP, int TYPE>
@@ -220,10 +256,16 @@ cudaError_t coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
                                      (const void*)kern_coll_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
   const void* direct = (const void*)kern_direct_kernel<OP, TYPE>;
   if (w == nullptr) {
+    const void* bfns[KERN_PROTO_NUM] = {
+        (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL>,
+        (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL128>,
+        (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
     cudaFuncAttributes attr;
     cudaError_t e = cudaSuccess;
     for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++)
       e = cudaFuncGetAttributes(&attr, fns[p]);
+    for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++)
+      e = cudaFuncGetAttributes(&attr, bfns[p]);
     if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, direct);
     return e;
   }
@@ -239,6 +281,35 @@ cudaError_t coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
   return cudaLaunchKernel(fns[w->proto], dim3(w->nchannels), dim3(nt), params, 0, stream);
 }
 
+/* The grid and CTA of a batch: the largest of the works' (kernels.h), the threads clamped to
+ * what the protocol's kernel is built for. */
+__host__ inline void coll_batch_dims(const kern_coll_batch_t* b, unsigned maxt, unsigned* grid_p,
+                                     unsigned* threads_p) {
+  unsigned g = 0, t = 0;
+  for (uint32_t i = 0; i < b->nworks; i++) {
+    if ((unsigned)b->works[i].nchannels > g) g = (unsigned)b->works[i].nchannels;
+    if (b->works[i].nthreads > t) t = b->works[i].nthreads;
+  }
+  *grid_p = g;
+  *threads_p = t < maxt ? t : maxt;
+}
+
+template <int OP, int TYPE>
+cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
+  const void* fns[KERN_PROTO_NUM] = {
+      (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL>,
+      (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL128>,
+      (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
+  const unsigned maxt[KERN_PROTO_NUM] = {coll_max_threads<OP, TYPE, KERN_PROTO_LL>(),
+                                         coll_max_threads<OP, TYPE, KERN_PROTO_LL128>(),
+                                         coll_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>()};
+  const int proto = b->works[0].proto;
+  unsigned grid, nt;
+  coll_batch_dims(b, maxt[proto], &grid, &nt);
+  void* params[] = {(void*)b};
+  return cudaLaunchKernel(fns[proto], dim3(grid), dim3(nt), params, 0, stream);
+}
+
 } /* namespace kern */
 
 /* One reduction-collective instance, as listed by instances.py. */
@@ -247,6 +318,15 @@ cudaError_t coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
   extern "C" cudaError_t kern_coll_launch_##opname##_##tyname(const kern_coll_work_t* w,        \
                                                               cudaStream_t stream) {            \
     return kern::coll_launch<OPE, TYE>(w, stream);                                              \
+  }
+
+/* Its batch launcher (kernels.h: kern_coll_batch_t); the batch kernels load with the single ones
+ * (coll_launch with no work). */
+#define KERN_COLL_BATCH_INSTANCE(opname, tyname, OPE, TYE)                                      \
+  extern "C" kern_coll_batch_launch_fn kern_coll_batch_launch_##opname##_##tyname;              \
+  extern "C" cudaError_t kern_coll_batch_launch_##opname##_##tyname(const kern_coll_batch_t* b, \
+                                                                    cudaStream_t stream) {      \
+    return kern::coll_batch_launch<OPE, TYE>(b, stream);                                        \
   }
 
 #endif

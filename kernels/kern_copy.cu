@@ -1,7 +1,8 @@
 /*
  * The byte-moving kernels, built once whatever kernel_subset keeps: Broadcast and AllGather
- * (the host passes counts in bytes), one kernel per protocol, and batches of sends, receives and
- * local copies (Simple). They use the primitives with a plain copy (one source, no operator).
+ * (the host passes counts in bytes), one kernel per protocol for one work and one for a batch of
+ * them, and batches of sends, receives and local copies (Simple). They use the primitives with a
+ * plain copy (one source, no operator).
  */
 #include "kern_coll.cuh"
 
@@ -14,6 +15,12 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
     kern_copy_coll_kernel(const __grid_constant__ kern_coll_work_t w) {
   const copy_red r(0, nullptr, 1);
   coll_run<PROTO>(r, w);
+}
+
+template <int PROTO>
+__global__ void __launch_bounds__(KERN_NTHREADS, 1)
+    kern_copy_coll_batch_kernel(const __grid_constant__ kern_coll_batch_t b) {
+  coll_batch_run<PROTO, copy_red>(b);
 }
 
 /* One CTA: part `cta` of op k, over the op's connection `cta` with its peer. */
@@ -59,7 +66,25 @@ cudaError_t copy_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
                           dim3(w->nthreads), params, 0, stream);
 }
 
+template <int PROTO>
+cudaError_t copy_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
+  unsigned grid, nt;
+  coll_batch_dims(b, KERN_NTHREADS, &grid, &nt);
+  void* params[] = {(void*)b};
+  return cudaLaunchKernel((const void*)kern_copy_coll_batch_kernel<PROTO>, dim3(grid), dim3(nt),
+                          params, 0, stream);
+}
+
 } /* namespace kern */
+
+extern "C" cudaError_t kern_copy_coll_batch_launch(const kern_coll_batch_t* b,
+                                                   cudaStream_t stream) {
+  switch (b->works[0].proto) {
+    case KERN_PROTO_LL: return kern::copy_coll_batch_launch<KERN_PROTO_LL>(b, stream);
+    case KERN_PROTO_LL128: return kern::copy_coll_batch_launch<KERN_PROTO_LL128>(b, stream);
+    default: return kern::copy_coll_batch_launch<KERN_PROTO_SIMPLE>(b, stream);
+  }
+}
 
 extern "C" cudaError_t kern_copy_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
   switch (w->proto) {
@@ -79,6 +104,9 @@ extern "C" cudaError_t kern_copy_preload(void) {
   const void* fns[] = {(const void*)kern::kern_copy_coll_kernel<KERN_PROTO_LL>,
                        (const void*)kern::kern_copy_coll_kernel<KERN_PROTO_LL128>,
                        (const void*)kern::kern_copy_coll_kernel<KERN_PROTO_SIMPLE>,
+                       (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_LL>,
+                       (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_LL128>,
+                       (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_SIMPLE>,
                        (const void*)kern::kern_p2p_kernel};
   cudaFuncAttributes attr;
   cudaError_t e = cudaSuccess;

@@ -20,9 +20,15 @@ typedef cudaError_t kern_rc_launch_fn(const kern_reduce_copy_args_t* args, unsig
  * work->nchannels CTAs of KERN_NTHREADS. Arguments validated. */
 typedef cudaError_t kern_coll_launch_fn(const kern_coll_work_t* work, cudaStream_t stream);
 
+/* One built batch launcher of reduction collectives (kernels.h: kern_coll_batch_t): grid and
+ * CTA from the works. Arguments validated: 1..KERN_COLL_BATCH_MAX works of this (op, type), one
+ * protocol. */
+typedef cudaError_t kern_coll_batch_launch_fn(const kern_coll_batch_t* batch, cudaStream_t stream);
+
 /* The byte-moving kernels, always built (kern_copy.cu): Broadcast and AllGather with count in
- * bytes, and p2p batches. */
+ * bytes (one work, or a validated batch of them), and p2p batches. */
 cudaError_t kern_copy_coll_launch(const kern_coll_work_t* work, cudaStream_t stream);
+cudaError_t kern_copy_coll_batch_launch(const kern_coll_batch_t* batch, cudaStream_t stream);
 cudaError_t kern_p2p_batch_launch(const kern_p2p_batch_t* batch, cudaStream_t stream);
 /* Loads the byte-moving kernels into the current context. */
 cudaError_t kern_copy_preload(void);
@@ -30,6 +36,7 @@ cudaError_t kern_copy_preload(void);
 /* Generated from instances.py (kern_table.c): NULL where kernel_subset left the instance out. */
 extern kern_rc_launch_fn* const kern_rc_table[KERN_OP_NUM][ncclNumTypes];
 extern kern_coll_launch_fn* const kern_coll_table[KERN_OP_NUM][ncclNumTypes];
+extern kern_coll_batch_launch_fn* const kern_coll_batch_table[KERN_OP_NUM][ncclNumTypes];
 extern const char* const kern_op_names[KERN_OP_NUM];
 extern const char* const kern_type_names[ncclNumTypes];
 extern const char kern_subset_str[];

@@ -125,56 +125,118 @@ ncclResult_t kern_reduce_copy_launch(const kern_reduce_copy_args_t* a, cudaStrea
   return ncclSuccess;
 }
 
-ncclResult_t kern_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
-  if (w == NULL || w->comm == NULL) return kern_fail(ncclInvalidArgument, "collective: no work or comm");
+/* Whether a collective reduces (op, type) or moves bytes (Broadcast, AllGather: the copy
+ * kernel). */
+static int kern_coll_reduces(int32_t coll) {
+  return coll == KERN_COLL_REDUCE || coll == KERN_COLL_REDUCESCATTER || coll == KERN_COLL_ALLREDUCE;
+}
+
+/* Every check of one work, before any CUDA call; `what` names it in the message ("collective",
+ * or "collective batch work 3"). */
+static ncclResult_t kern_coll_check(const kern_coll_work_t* w, const char* what) {
+  if (w == NULL || w->comm == NULL) return kern_fail(ncclInvalidArgument, "%s: no work or comm", what);
   if (w->coll < 0 || w->coll >= KERN_COLL_NUM)
-    return kern_fail(ncclInvalidArgument, "collective: coll %d is not a kern_coll_t", (int)w->coll);
+    return kern_fail(ncclInvalidArgument, "%s: coll %d is not a kern_coll_t", what, (int)w->coll);
   if (w->nchannels < 1 || w->nchannels > KERN_MAX_CHANNELS)
-    return kern_fail(ncclInvalidArgument, "collective: nchannels %d outside 1..%d",
+    return kern_fail(ncclInvalidArgument, "%s: nchannels %d outside 1..%d", what,
                      (int)w->nchannels, KERN_MAX_CHANNELS);
   if (w->chunk_bytes == 0 || w->chunk_bytes % KERN_RC_VEC_BYTES != 0)
-    return kern_fail(ncclInvalidArgument, "collective: chunk_bytes %u is not a positive multiple "
-                     "of %d", w->chunk_bytes, KERN_RC_VEC_BYTES);
+    return kern_fail(ncclInvalidArgument, "%s: chunk_bytes %u is not a positive multiple of %d",
+                     what, w->chunk_bytes, KERN_RC_VEC_BYTES);
   if (w->algo != NCCL_ALGO_RING && w->algo != KERN_ALGO_ONESHOT)
-    return kern_fail(ncclInvalidArgument,
-                     "collective: algo %d is not built (ring, %d, and OneShot, %d)", (int)w->algo,
-                     NCCL_ALGO_RING, KERN_ALGO_ONESHOT);
+    return kern_fail(ncclInvalidArgument, "%s: algo %d is not built (ring, %d, and OneShot, %d)",
+                     what, (int)w->algo, NCCL_ALGO_RING, KERN_ALGO_ONESHOT);
   if (w->algo == KERN_ALGO_ONESHOT &&
       (w->coll != KERN_COLL_ALLREDUCE || w->proto != KERN_PROTO_LL ||
        w->nchannels > KERN_DIRECT_MAX_CTAS))
     return kern_fail(ncclInvalidArgument,
-                     "collective: OneShot runs AllReduce with LL on at most %d CTAs (coll %d, "
-                     "proto %d, %d CTAs)",
-                     KERN_DIRECT_MAX_CTAS, (int)w->coll, (int)w->proto, (int)w->nchannels);
+                     "%s: OneShot runs AllReduce with LL on at most %d CTAs (coll %d, proto %d, "
+                     "%d CTAs)",
+                     what, KERN_DIRECT_MAX_CTAS, (int)w->coll, (int)w->proto, (int)w->nchannels);
   if (w->proto < 0 || w->proto >= KERN_PROTO_NUM)
-    return kern_fail(ncclInvalidArgument, "collective: proto %d is not a kern_proto_t (0..%d)",
+    return kern_fail(ncclInvalidArgument, "%s: proto %d is not a kern_proto_t (0..%d)", what,
                      (int)w->proto, KERN_PROTO_NUM - 1);
   if (w->nthreads % 32 != 0 || w->nthreads < 64 || w->nthreads > KERN_NTHREADS)
-    return kern_fail(ncclInvalidArgument,
-                     "collective: nthreads %u is not a multiple of 32 in 64..%d", w->nthreads,
-                     KERN_NTHREADS);
-  const int reduces = w->coll == KERN_COLL_REDUCE || w->coll == KERN_COLL_REDUCESCATTER ||
-                      w->coll == KERN_COLL_ALLREDUCE;
-  cudaError_t err;
-  if (reduces) {
+    return kern_fail(ncclInvalidArgument, "%s: nthreads %u is not a multiple of 32 in 64..%d",
+                     what, w->nthreads, KERN_NTHREADS);
+  if (kern_coll_reduces(w->coll)) {
     if ((int)w->op < 0 || w->op >= KERN_OP_NUM || kern_type_size((ncclDataType_t)w->type) == 0)
-      return kern_fail(ncclInvalidArgument, "collective: op %d / type %d invalid", (int)w->op,
+      return kern_fail(ncclInvalidArgument, "%s: op %d / type %d invalid", what, (int)w->op,
                        (int)w->type);
     if (w->op == KERN_OP_AVG && w->divisor < 1)
-      return kern_fail(ncclInvalidArgument, "collective: avg needs divisor >= 1");
-    kern_coll_launch_fn* fn = kern_coll_table[w->op][w->type];
-    if (fn == NULL)
-      return kern_fail(ncclInvalidUsage, "collective kernel for %s/%s not built (kernel_subset=%s)",
+      return kern_fail(ncclInvalidArgument, "%s: avg needs divisor >= 1", what);
+    if (kern_coll_table[w->op][w->type] == NULL)
+      return kern_fail(ncclInvalidUsage, "%s kernel for %s/%s not built (kernel_subset=%s)", what,
                        kern_op_names[w->op], kern_type_names[w->type], kern_subset_str);
-    err = fn(w, stream);
-  } else {
-    if (w->type != ncclUint8)
-      return kern_fail(ncclInvalidArgument, "collective: Broadcast/AllGather take bytes (uint8)");
-    err = kern_copy_coll_launch(w, stream);
+  } else if (w->type != ncclUint8) {
+    return kern_fail(ncclInvalidArgument, "%s: Broadcast/AllGather take bytes (uint8)", what);
   }
+  return ncclSuccess;
+}
+
+ncclResult_t kern_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
+  ncclResult_t res = kern_coll_check(w, "collective");
+  if (res != ncclSuccess) return res;
+  const cudaError_t err = kern_coll_reduces(w->coll) ? kern_coll_table[w->op][w->type](w, stream)
+                                                     : kern_copy_coll_launch(w, stream);
   if (err != cudaSuccess)
     return kern_fail(ncclUnhandledCudaError, "collective %d: launch of %d CTAs failed: %s",
                      (int)w->coll, (int)w->nchannels, cudaGetErrorString(err));
+  return ncclSuccess;
+}
+
+ncclResult_t kern_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
+  if (b == NULL) return kern_fail(ncclInvalidArgument, "collective batch: batch is NULL");
+  if (b->tag != KERN_COLL_BATCH_TAG)
+    return kern_fail(ncclInvalidArgument, "collective batch: tag %#llx is not "
+                     "KERN_COLL_BATCH_TAG (%#llx)", (unsigned long long)b->tag,
+                     (unsigned long long)KERN_COLL_BATCH_TAG);
+  if (b->nworks < 1 || b->nworks > KERN_COLL_BATCH_MAX)
+    return kern_fail(ncclInvalidArgument, "collective batch: nworks %u outside 1..%d", b->nworks,
+                     KERN_COLL_BATCH_MAX);
+  const kern_coll_work_t* w0 = &b->works[0];
+  for (uint32_t i = 0; i < b->nworks; i++) {
+    const kern_coll_work_t* w = &b->works[i];
+    char what[48];
+    snprintf(what, sizeof(what), "collective batch work %u", i);
+    ncclResult_t res = kern_coll_check(w, what);
+    if (res != ncclSuccess) return res;
+    if (i == 0) continue;
+    /* One kernel runs them all: the same protocol, the same family, and for reductions the same
+     * (op, type). The communicator too: the kernel takes each work's, but the connections of
+     * two communicators are two rings that one CTA must not serialize. */
+    if (w->proto != w0->proto)
+      return kern_fail(ncclInvalidArgument, "collective batch work %u: proto %s differs from "
+                       "work 0's %s; one batch runs one kernel", i, kern_proto_name(w->proto),
+                       kern_proto_name(w0->proto));
+    if (kern_coll_reduces(w->coll) != kern_coll_reduces(w0->coll))
+      return kern_fail(ncclInvalidArgument, "collective batch work %u: coll %d and work 0's %d "
+                       "need different kernels (reduction and copy)", i, (int)w->coll,
+                       (int)w0->coll);
+    if (kern_coll_reduces(w->coll) && (w->op != w0->op || w->type != w0->type))
+      return kern_fail(ncclInvalidArgument, "collective batch work %u: %s/%s differs from work "
+                       "0's %s/%s; one batch runs one kernel", i, kern_op_names[w->op],
+                       kern_type_names[w->type], kern_op_names[w0->op], kern_type_names[w0->type]);
+    if (w->comm != w0->comm)
+      return kern_fail(ncclInvalidArgument, "collective batch work %u: another communicator "
+                       "(comm %p, work 0's %p)", i, (void*)w->comm, (void*)w0->comm);
+  }
+  /* One work: the single kernel, whose argument is 96 bytes instead of a whole batch's. */
+  if (b->nworks == 1) return kern_coll_launch(w0, stream);
+  cudaError_t err;
+  if (kern_coll_reduces(w0->coll)) {
+    kern_coll_batch_launch_fn* fn = kern_coll_batch_table[w0->op][w0->type];
+    if (fn == NULL) /* the families are listed alike; a generator bug otherwise */
+      return kern_fail(ncclInvalidUsage, "collective batch kernel for %s/%s not built "
+                       "(kernel_subset=%s)", kern_op_names[w0->op], kern_type_names[w0->type],
+                       kern_subset_str);
+    err = fn(b, stream);
+  } else {
+    err = kern_copy_coll_batch_launch(b, stream);
+  }
+  if (err != cudaSuccess)
+    return kern_fail(ncclUnhandledCudaError, "collective batch of %u works: launch failed: %s",
+                     b->nworks, cudaGetErrorString(err));
   return ncclSuccess;
 }
 

@@ -348,9 +348,42 @@ typedef struct kern_p2p_batch {
   kern_p2p_op_t ops[KERN_P2P_MAX_OPS];
 } kern_p2p_batch_t;
 
+/*
+ * Several collectives in one launch, run in order: what a group of small collectives costs is
+ * then one launch, not one per collective. Every work must be valid for kern_coll_launch and all
+ * must use the same kernel: the same proto and, for reductions (Reduce, ReduceScatter,
+ * AllReduce), the same op and type; Broadcast and AllGather (bytes) share the copy kernel. The
+ * two families do not mix. The grid is the largest nchannels of the works and the CTAs the
+ * largest nthreads (clamped to what the kernel is built for, as for one work). CTA c runs, in
+ * order, each work whose nchannels exceeds c (channel c of it), and skips the others; it starts
+ * work w + 1 only after finishing its part of work w. Each work's records (prof, one per its
+ * CTA) are written by the CTAs that run it, as for a launch of that work alone.
+ * Every rank must form the same batches from the same collectives: a connection's two ends then
+ * see the same works in the same order. A CTA's thread count may exceed a work's nthreads (all
+ * its threads then run it); no protocol lets a step's data placement depend on the thread count, so
+ * the two ends need not agree on it (kern_prims.cuh: lines are placed by index, threads only
+ * share them out).
+ */
+#define KERN_COLL_BATCH_MAX 40
+/* The first word of every batch: an emulated launch (the CPU tests' fake runtime) tells a batch
+ * from a single work by it. Not a pointer any allocation can have (non-canonical, odd), so a
+ * single work's records pointer, in the same place, never equals it. */
+#define KERN_COLL_BATCH_TAG 0xc011ba7c4000000bull
+typedef struct kern_coll_batch {
+  uint64_t tag;       /* KERN_COLL_BATCH_TAG (unchecked by the kernel) */
+  uint32_t nworks;    /* 1..KERN_COLL_BATCH_MAX */
+  uint32_t pad;
+  kern_coll_work_t works[KERN_COLL_BATCH_MAX]; /* the first nworks are used */
+} kern_coll_batch_t;
+
 /* Launch one collective (nchannels CTAs) / one p2p batch on stream. Errors as for reduce-copy;
  * ncclInvalidUsage when the (op, type) instance is not built. */
 ncclResult_t kern_coll_launch(const kern_coll_work_t* work, cudaStream_t stream);
+/* Launch a batch of collectives (above). Every work is checked as kern_coll_launch checks it
+ * (the message names the work's index); then ncclInvalidArgument when nworks is outside
+ * 1..KERN_COLL_BATCH_MAX, the tag is wrong, or the works do not share one kernel (the message
+ * names the first work that differs and how). A batch of one launches as kern_coll_launch. */
+ncclResult_t kern_coll_batch_launch(const kern_coll_batch_t* batch, cudaStream_t stream);
 ncclResult_t kern_p2p_launch(const kern_p2p_batch_t* batch, cudaStream_t stream);
 /* Load every data-path kernel into the current device's context. CUDA loads modules lazily by
  * default, and loading waits for the kernels already running on the device: a first launch of
@@ -387,6 +420,11 @@ KERN_STATIC_ASSERT(sizeof(kern_coll_work_t) == 96, "kern_coll_work_t layout");
  * tests' fake runtime) writes the timestamps without knowing which kernel it stands for. */
 KERN_STATIC_ASSERT(offsetof(kern_coll_work_t, prof) == 0, "kern_coll_work_t layout");
 KERN_STATIC_ASSERT(offsetof(kern_p2p_batch_t, prof) == 0, "kern_p2p_batch_t layout");
+KERN_STATIC_ASSERT(offsetof(kern_coll_batch_t, works) == 16, "kern_coll_batch_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_coll_batch_t) == 16 + 96 * KERN_COLL_BATCH_MAX,
+                   "kern_coll_batch_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_coll_batch_t) <= 4096,
+                   "a collective batch fits the classic parameter space");
 KERN_STATIC_ASSERT(sizeof(kern_p2p_op_t) == 32, "kern_p2p_op_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_p2p_batch_t) <= 4096, "a p2p batch fits the classic parameter space");
 

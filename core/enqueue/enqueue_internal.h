@@ -163,6 +163,23 @@ typedef struct enq_plan {
 ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int num_pipe_ops,
                                const uint32_t ring_slot_bytes[KERN_PROTO_NUM], int ring_nchannels,
                                enq_plan_t* plan_p);
+/* What decides whether two planned collectives may share a launch (kernels.h:
+ * kern_coll_batch_t): the stream, and the kernel (the protocol; for reductions the kernel
+ * operator and the type; Broadcast and AllGather share the copy kernel, marked op = type = -1). */
+typedef struct enq_batch_key {
+  cudaStream_t stream;
+  int proto;
+  int op;   /* kern_op_t, or -1: the copy kernel */
+  int type; /* ncclDataType_t, or -1: the copy kernel */
+} enq_batch_key_t;
+enq_batch_key_t enqueue_plan_batch_key(const enq_op_t* op, const enq_plan_t* plan);
+/* The end (exclusive) of the batch that starts at keys[lo] of n planned collectives in call
+ * order: the longest run of keys equal to keys[lo], at most max (>= 1) long. A function of the
+ * list alone, so every rank cuts the same batches from the same calls. */
+int enqueue_plan_batch_end(const enq_batch_key_t* keys, int n, int lo, int max);
+/* Collectives per launch at most: CHOIR_AGG_MAX within 1..KERN_COLL_BATCH_MAX (read once). */
+int enqueue_plan_batch_max(void);
+
 /* NCCL's nBytes of an operation for the model: count * type size, times nranks for AllGather
  * and ReduceScatter (the tuner's convention) and for what AlltoAll sends. */
 uint64_t enqueue_plan_nbytes(const enq_op_t* op, int nranks);

@@ -1,15 +1,17 @@
 /*
  * Planning and launching: the operations a group collected on one communicator become kernel
- * launches on the user's streams. Ring collectives launch one kernel each, in call order; sends
- * and receives (and AlltoAll, Gather, Scatter, which are made of them) launch in batches that
- * progress together in one kernel.
+ * launches on the user's streams. Ring collectives run in call order, consecutive ones that share
+ * a stream and a kernel in one launch (up to KERN_COLL_BATCH_MAX, CHOIR_AGG_MAX), which runs them
+ * one after the other; sends and receives (and AlltoAll, Gather, Scatter, which are made of them)
+ * launch in batches that progress together in one kernel.
  *
  * Each collective gets its plan (algorithm, protocol, channels, threads, chunk) in one place,
  * enqueue_plan_make, from the cost model of the connected ring (core/tune): the same inputs on
  * every rank, so the same plan.
  *
  * Every rank must derive the same launches from matching calls, or the kernels would wait for
- * each other forever. So: collectives keep call order (every rank calls them in the same order);
+ * each other forever. So: collectives keep call order (every rank calls them in the same order)
+ * and their batches are cut from that order alone;
  * the k-th send to a peer meets the peer's k-th receive from this rank (NCCL's matching rule),
  * which defines the send/recv "round" k; a batch holds one round's operations whose ring
  * distance (delta) falls in one fixed block, and batches go in (round, block) order; each
@@ -171,58 +173,145 @@ ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int nu
   return ncclSuccess;
 }
 
-static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* plan) {
-  const size_t es = kern_type_size(op->type);
-  const int reduces =
-      op->kind == ENQ_REDUCE || op->kind == ENQ_REDUCESCATTER || op->kind == ENQ_ALLREDUCE;
-  kern_coll_work_t w;
-  memset(&w, 0, sizeof(w));
-  w.sendbuff = op->sendbuff;
-  w.recvbuff = op->recvbuff;
-  w.comm = dp->dev_kc;
-  w.coll = (int32_t)op->kind;
-  w.root = op->root;
-  w.divisor = dp->nranks;
-  w.algo = plan->algo;
-  w.proto = plan->proto;
-  w.nthreads = (uint32_t)plan->nthreads;
-  w.nchannels = plan->nchannels;
-  w.chunk_bytes = plan->chunk_bytes;
-  if (reduces) {
-    w.op = kern_op_from_nccl(op->op);
-    w.type = op->type;
-    w.count = op->count;
-    if (w.op == KERN_OP_PREMULSUM) enqueue_redop_scalar(dp, op->op, &w.scalar_bits, &w.scalar_ptr);
-  } else {
-    w.op = KERN_OP_SUM;
-    w.type = ncclUint8;
-    w.count = op->count * es;
-  }
+static int enq_reduces(enq_kind_t k) {
+  return k == ENQ_REDUCE || k == ENQ_REDUCESCATTER || k == ENQ_ALLREDUCE;
+}
 
-  int capturing;
-  CHECK(enq_stream_enter(dp, op->stream, &capturing));
-  void* ev = enq_prof_coll_start(dp, op, plan);
-  uint64_t kch = 0;
-  if (dp->prof != NULL) {
-    if (!capturing) enq_prof_ring_ops(dp, &w, ev);
-    if ((w.prof = enq_prof_kch_reserve(dp, (uint32_t)w.nchannels, capturing, &kch)) != NULL)
-      for (int c = 0; c < w.nchannels; c++) enq_prof_kch_set(dp, kch + (uint64_t)c, ev, c);
+/* The kernel's work of a planned collective (without profiler records). */
+static void enq_coll_work(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* plan,
+                          kern_coll_work_t* w) {
+  memset(w, 0, sizeof(*w));
+  w->sendbuff = op->sendbuff;
+  w->recvbuff = op->recvbuff;
+  w->comm = dp->dev_kc;
+  w->coll = (int32_t)op->kind;
+  w->root = op->root;
+  w->divisor = dp->nranks;
+  w->algo = plan->algo;
+  w->proto = plan->proto;
+  w->nthreads = (uint32_t)plan->nthreads;
+  w->nchannels = plan->nchannels;
+  w->chunk_bytes = plan->chunk_bytes;
+  if (enq_reduces(op->kind)) {
+    w->op = kern_op_from_nccl(op->op);
+    w->type = op->type;
+    w->count = op->count;
+    if (w->op == KERN_OP_PREMULSUM) enqueue_redop_scalar(dp, op->op, &w->scalar_bits, &w->scalar_ptr);
+  } else {
+    w->op = KERN_OP_SUM;
+    w->type = ncclUint8;
+    w->count = op->count * kern_type_size(op->type);
   }
-  void* kl = enq_prof_launch_start(dp, op->stream);
-  ncclResult_t res = kern_coll_launch(&w, op->stream);
+}
+
+enq_batch_key_t enqueue_plan_batch_key(const enq_op_t* op, const enq_plan_t* plan) {
+  const int reduces = enq_reduces(op->kind);
+  return (enq_batch_key_t){.stream = op->stream,
+                           .proto = plan->proto,
+                           .op = reduces ? (int)kern_op_from_nccl(op->op) : -1,
+                           .type = reduces ? (int)op->type : -1};
+}
+
+int enqueue_plan_batch_end(const enq_batch_key_t* keys, int n, int lo, int max) {
+  const enq_batch_key_t* k = &keys[lo];
+  int hi = lo + 1;
+  while (hi < n && hi - lo < max && keys[hi].stream == k->stream && keys[hi].proto == k->proto &&
+         keys[hi].op == k->op && keys[hi].type == k->type)
+    hi++;
+  return hi;
+}
+
+int enqueue_plan_batch_max(void) {
+  const int64_t v = param_int(PARAM_AGG_MAX);
+  return v < 1 ? 1 : v > KERN_COLL_BATCH_MAX ? KERN_COLL_BATCH_MAX : (int)v;
+}
+
+/* Collectives ops[0..n) with their plans, one batch (enqueue_plan_batch_end): one launch on
+ * their stream. Per collective, in call order as for one launch each: its Coll event, the steps
+ * the proxy's ProxyOp events expect through each network connection end, and its CTAs'
+ * kernel-channel records (each work's own, contiguous, as the kernel writes them). */
+static ncclResult_t enq_launch_colls(enq_comm_t* dp, const enq_op_t* const* ops,
+                                     const enq_plan_t* plans, int n) {
+  static kern_coll_batch_t zero;
+  kern_coll_batch_t b = zero;
+  b.tag = KERN_COLL_BATCH_TAG;
+  b.nworks = (uint32_t)n;
+  for (int i = 0; i < n; i++) enq_coll_work(dp, ops[i], &plans[i], &b.works[i]);
+  const cudaStream_t s = ops[0]->stream;
+  int capturing;
+  CHECK(enq_stream_enter(dp, s, &capturing));
+  void* evs[KERN_COLL_BATCH_MAX];
+  uint64_t kch0 = 0;
+  int any_kch = 0;
+  for (int i = 0; i < n; i++) {
+    kern_coll_work_t* w = &b.works[i];
+    evs[i] = enq_prof_coll_start(dp, ops[i], &plans[i]);
+    if (dp->prof == NULL) continue;
+    if (!capturing) enq_prof_ring_ops(dp, w, evs[i]);
+    uint64_t kch = 0;
+    if ((w->prof = enq_prof_kch_reserve(dp, (uint32_t)w->nchannels, capturing, &kch)) != NULL) {
+      for (int c = 0; c < w->nchannels; c++) enq_prof_kch_set(dp, kch + (uint64_t)c, evs[i], c);
+      if (!any_kch) kch0 = kch;
+      any_kch = 1;
+    }
+  }
+  void* kl = enq_prof_launch_start(dp, s);
+  ncclResult_t res = kern_coll_batch_launch(&b, s);
   prof_stop(dp->prof, kl);
-  prof_stop(dp->prof, ev);
+  for (int i = 0; i < n; i++) prof_stop(dp->prof, evs[i]);
   if (res != ncclSuccess) {
-    if (w.prof != NULL) enq_prof_kch_cancel(dp, kch);
-    WARN("rank %d: cannot launch the collective: %s", dp->rank, kern_last_error());
-    transport_launch_abandon(dp->transport, op->stream, capturing);
+    if (any_kch) enq_prof_kch_cancel(dp, kch0); /* every record from the batch's first on */
+    WARN("rank %d: cannot launch %d collective(s): %s", dp->rank, n, kern_last_error());
+    transport_launch_abandon(dp->transport, s, capturing);
     return res;
   }
-  TRACE(NCCL_COLL, "rank %d: coll %d count %zu type %d op %d root %d: %s, %d channels x %d "
-        "threads, %u-byte chunks",
-        dp->rank, (int)op->kind, op->count, (int)op->type, (int)op->op, op->root,
-        kern_proto_name(w.proto), w.nchannels, (int)w.nthreads, w.chunk_bytes);
-  return enq_stream_leave(dp, op->stream, capturing);
+  for (int i = 0; i < n; i++) {
+    const enq_op_t* op = ops[i];
+    const kern_coll_work_t* w = &b.works[i];
+    TRACE(NCCL_COLL, "rank %d: coll %d count %zu type %d op %d root %d: %s, %d channels x %d "
+          "threads, %u-byte chunks (work %d of a launch of %d)",
+          dp->rank, (int)op->kind, op->count, (int)op->type, (int)op->op, op->root,
+          kern_proto_name(w->proto), w->nchannels, (int)w->nthreads, w->chunk_bytes, i, n);
+  }
+  return enq_stream_leave(dp, s, capturing);
+}
+
+/* Every non-empty collective of the group, planned in call order (every rank plans the same),
+ * then launched in batches of consecutive ones that share a stream and a kernel. The proxy and
+ * the profiler see each collective's calls in call order, as with one launch each. */
+static ncclResult_t enq_launch_coll_all(enq_comm_t* dp) {
+  int n = 0;
+  for (int i = 0; i < dp->nops; i++) n += enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0;
+  if (n == 0) return ncclSuccess;
+  if (dp->tune == NULL) {
+    WARN("rank %d: a collective reached launch before the ring was connected", dp->rank);
+    return ncclInternalError;
+  }
+  const enq_op_t** ops = NULL;
+  enq_plan_t* plans = NULL;
+  enq_batch_key_t* keys = NULL;
+  ncclResult_t res = MEM_CALLOC(&ops, (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&plans, (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&keys, (size_t)n);
+  const kern_conn_t* c0 = &dp->host_kc.channels[0].send;
+  for (int i = 0, k = 0; i < dp->nops && res == ncclSuccess; i++) {
+    const enq_op_t* op = &dp->ops[i];
+    if (!enq_is_coll(op->kind) || op->count == 0) continue;
+    ops[k] = op;
+    res = enqueue_plan_make(dp->tune, op, dp->nranks, n, c0->slot_bytes, dp->nchannels, &plans[k]);
+    if (res == ncclSuccess) keys[k] = enqueue_plan_batch_key(op, &plans[k]);
+    k++;
+  }
+  const int max = enqueue_plan_batch_max();
+  for (int lo = 0; lo < n && res == ncclSuccess;) {
+    const int hi = enqueue_plan_batch_end(keys, n, lo, max);
+    res = enq_launch_colls(dp, ops + lo, plans + lo, hi - lo);
+    lo = hi;
+  }
+  free(ops);
+  free(plans);
+  free(keys);
+  return res;
 }
 
 /* One rank: every collective is the identity on its data (a reduction over one contribution;
@@ -232,8 +321,7 @@ static ncclResult_t enq_launch_coll(enq_comm_t* dp, const enq_op_t* op, const en
  * scalar, in place or not. No communicator resource is touched, so no ordering against the
  * communicator's other launches is needed. */
 static ncclResult_t enq_launch_single(enq_comm_t* dp, const enq_op_t* op) {
-  const int reduces =
-      op->kind == ENQ_REDUCE || op->kind == ENQ_REDUCESCATTER || op->kind == ENQ_ALLREDUCE;
+  const int reduces = enq_reduces(op->kind);
   const uint64_t bytes = op->count * kern_type_size(op->type);
   if (bytes == 0) return ncclSuccess;
   if (reduces && kern_op_from_nccl(op->op) == KERN_OP_PREMULSUM) {
@@ -607,22 +695,7 @@ ncclResult_t enqueue_plan_launch(enq_comm_t* dp) {
       prof_stop(dp->prof, ev);
     }
   } else {
-    int npipe = 0;
-    for (int i = 0; i < dp->nops; i++) npipe += enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0;
-    const kern_conn_t* c0 = &dp->host_kc.channels[0].send;
-    for (int i = 0; i < dp->nops && res == ncclSuccess; i++) {
-      const enq_op_t* op = &dp->ops[i];
-      if (!enq_is_coll(op->kind) || op->count == 0) continue;
-      if (dp->tune == NULL) {
-        WARN("rank %d: a collective reached launch before the ring was connected", dp->rank);
-        res = ncclInternalError;
-        break;
-      }
-      enq_plan_t plan;
-      res = enqueue_plan_make(dp->tune, op, dp->nranks, npipe, c0->slot_bytes, dp->nchannels,
-                              &plan);
-      if (res == ncclSuccess) res = enq_launch_coll(dp, op, &plan);
-    }
+    res = enq_launch_coll_all(dp);
   }
   if (res == ncclSuccess) res = enq_launch_p2p(dp);
 out:

@@ -186,5 +186,86 @@ int main(void) {
     snprintf(want, sizeof want, "nthreads %u", bad_threads[i]);
     CHECK_CONTAINS(kern_last_error(), want);
   }
+
+  /* Batches (kern_coll_batch_t): every work checked as one, named by its index; the works must
+   * share one kernel and one communicator; nworks and the tag are checked first. All before any
+   * CUDA call: the failures below never launch. */
+  static kern_coll_batch_t b;
+  memset(&b, 0, sizeof b);
+  CHECK_EQ_INT(kern_coll_batch_launch(NULL, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "batch is NULL");
+  w.nthreads = 256;
+  w.proto = KERN_PROTO_SIMPLE;
+  w.type = ncclUint8; /* a valid Broadcast from here on */
+  b.nworks = 2;
+  b.works[0] = b.works[1] = w;
+  CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "is not KERN_COLL_BATCH_TAG");
+  b.tag = KERN_COLL_BATCH_TAG;
+  b.nworks = 0;
+  CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "nworks 0 outside 1..40");
+  b.nworks = KERN_COLL_BATCH_MAX + 1;
+  CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "nworks 41 outside");
+  b.nworks = 3;
+  b.works[2] = w;
+  b.works[2].nthreads = 100;
+  CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "collective batch work 2: nthreads 100");
+  b.works[2] = w;
+  b.works[1].chunk_bytes = 8;
+  CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "collective batch work 1: chunk_bytes 8");
+  b.works[1] = w;
+  b.works[1].proto = KERN_PROTO_LL;
+  CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "work 1: proto LL differs from work 0's Simple");
+  b.works[1] = w;
+  b.works[2].comm = (kern_comm_t*)(uintptr_t)0x50000;
+  CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "work 2: another communicator");
+  b.works[2] = w;
+  b.works[2].type = ncclFloat32; /* a Broadcast takes bytes */
+  CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "collective batch work 2: Broadcast/AllGather take bytes");
+  /* Reductions: with a built (op, type), a copy collective or another (op, type) in the batch
+   * is refused, naming both; a left-out (op, type) is ncclInvalidUsage, as for one work. */
+  int rop = -1, rt = -1, other_t = -1;
+  for (int op = 0; op < KERN_OP_NUM && rop < 0; op++)
+    for (int t = 0; t < ncclNumTypes && rop < 0; t++)
+      if (kern_coll_available((kern_op_t)op, (ncclDataType_t)t)) rop = op, rt = t;
+  for (int t = 0; t < ncclNumTypes && rop >= 0 && other_t < 0; t++)
+    if (t != rt && kern_coll_available((kern_op_t)rop, (ncclDataType_t)t)) other_t = t;
+  if (rop >= 0) {
+    kern_coll_work_t r = w;
+    r.coll = KERN_COLL_ALLREDUCE;
+    r.op = rop;
+    r.type = rt;
+    r.divisor = 2;
+    b.nworks = 2;
+    b.works[0] = b.works[1] = r;
+    b.works[1].coll = KERN_COLL_ALLGATHER;
+    b.works[1].type = ncclUint8;
+    CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+    CHECK_CONTAINS(kern_last_error(), "need different kernels (reduction and copy)");
+    b.works[1] = r;
+    b.works[1].coll = KERN_COLL_REDUCESCATTER; /* another reduction of the same kernel: fine */
+    b.works[1].op = (rop + 1) % KERN_OP_NUM;
+    ncclResult_t res = kern_coll_batch_launch(&b, NULL);
+    if (kern_coll_available((kern_op_t)b.works[1].op, (ncclDataType_t)rt)) {
+      CHECK_EQ_INT(res, ncclInvalidArgument);
+      CHECK_CONTAINS(kern_last_error(), "one batch runs one kernel");
+    } else {
+      CHECK_EQ_INT(res, ncclInvalidUsage);
+      CHECK_CONTAINS(kern_last_error(), "collective batch work 1 kernel for");
+    }
+    if (other_t >= 0) {
+      b.works[1] = r;
+      b.works[1].type = other_t;
+      CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+      CHECK_CONTAINS(kern_last_error(), "one batch runs one kernel");
+    }
+  }
   return check_finish("kern-boundary");
 }

@@ -55,7 +55,7 @@
 #define CC_FRONT 256  /* sentinel bytes before every buffer */
 #define CC_GUARD 256  /* sentinel bytes after the span an operation may touch */
 #define CC_SLACK 64   /* room for the unaligned shifts */
-#define CC_NSLOTS 4   /* buffer pairs per rank (groups of several operations) */
+#define CC_NSLOTS 64  /* buffer pairs per rank (groups of several operations) */
 #define CC_NOUT 512   /* check counters per rank */
 #define CC_MAX_SHOW 5 /* wrong elements printed per failing buffer */
 #define CC_SHOW_WINDOW 4096
@@ -913,6 +913,19 @@ static void cc_case_groups(struct cc_ctx* ctx) {
       cc_mk(CC_ALLREDUCE, REF_FLOAT16, REF_AVG, 1, 0, 0, s + 7, 2),
   };
   cc_count(ctx, CC_CASE_GROUPS, -1, cc_run_grouped(ctx, b, 3, 0, "(3 allreduces in one group)"));
+  /* Many small allreduces in one group (Choir runs consecutive ones of one kernel in one launch,
+   * kern_coll_batch_t): mixed sizes, so mixed channel counts and maybe protocols, one in-place in
+   * three; every element of every one checked. */
+  {
+    struct cc_case m[CC_NSLOTS];
+    for (int k = 0; k < CC_NSLOTS; k++) {
+      const size_t count = k % 8 == 7 ? 4096 + 97 * (size_t)k : 1 + (size_t)(k * 37) % 1500;
+      m[k] = cc_mk(CC_ALLREDUCE, REF_FLOAT32, REF_SUM, count, k % 3 == 0, 0,
+                   s + 100 + (uint32_t)k, k);
+    }
+    cc_count(ctx, CC_CASE_GROUPS, -1,
+             cc_run_grouped(ctx, m, CC_NSLOTS, 0, "(64 small allreduces in one group)"));
+  }
   /* Nested groups: the operations run at the outermost ncclGroupEnd. */
   struct cc_case c[3] = {
       cc_mk(CC_REDUCE, REF_UINT32, REF_PROD, 1023, 0, 0, s + 8, 0),

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fake_cudart.h"
+#include "kernels.h" /* kern_coll_batch_t: a batch's works carry their own records */
 
 fake_cudart_t fake_cudart;
 
@@ -146,27 +147,45 @@ cudaError_t __wrap_cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int d) 
   *v = 132;
   return cudaSuccess;
 }
-cudaError_t __wrap_cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, size_t sh,
-                             cudaStream_t s) {
-  (void)f, (void)b, (void)sh, (void)s;
-  __atomic_add_fetch(&fake_cudart.launches, 1, __ATOMIC_RELAXED);
-  /* The kernel's part of the profiler's KernelCh events: CTA i's start and stop times into
-   * record i, where the work's first member points into host-mapped memory with room for
-   * every CTA (any other first member, a user buffer or a device table, points elsewhere). */
-  char* rec = args != NULL && args[0] != NULL ? *(char**)args[0] : NULL;
-  const size_t need = (size_t)g.x * 2 * sizeof(unsigned long long);
+/* The kernel's part of the profiler's KernelCh events for one work or batch of ncta CTAs: CTA
+ * i's start and stop times into record i, where rec points into host-mapped memory with room
+ * for every CTA (anything else, a user buffer or a device table, points elsewhere). */
+static void fake_prof_write(char* rec, unsigned ncta, int launch) {
+  const size_t need = (size_t)ncta * 2 * sizeof(unsigned long long);
   for (int i = 0; rec != NULL && i < FAKE_HOST_MAX; i++) {
     if (fake_host[i].p == NULL || rec < fake_host[i].p ||
         rec + need > fake_host[i].p + fake_host[i].size)
       continue;
     unsigned long long* t = (unsigned long long*)(void*)rec;
-    for (unsigned c = 0; c < g.x; c++) {
-      t[2 * c] = 1000000ull * (unsigned long long)fake_cudart.launches + c;
+    for (unsigned c = 0; c < ncta; c++) {
+      t[2 * c] = 1000000ull * (unsigned long long)launch + c;
       t[2 * c + 1] = t[2 * c] + 500;
     }
-    __atomic_add_fetch(&fake_cudart.timed_ctas, (int)g.x, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&fake_cudart.timed_ctas, (int)ncta, __ATOMIC_RELAXED);
     break;
   }
+}
+
+cudaError_t __wrap_cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, size_t sh,
+                             cudaStream_t s) {
+  (void)f, (void)b, (void)sh, (void)s;
+  const int launch = __atomic_add_fetch(&fake_cudart.launches, 1, __ATOMIC_RELAXED);
+  if (args == NULL || args[0] == NULL) return cudaSuccess;
+  /* A collective batch (its tag first): each work's records, one per CTA that runs it (its
+   * nchannels of them), as the batch kernel writes them; and its works in order. Otherwise the
+   * argument's first member is the records pointer of every CTA of the launch (kernels.h). */
+  const kern_coll_batch_t* batch = (const kern_coll_batch_t*)args[0];
+  if (batch->tag == KERN_COLL_BATCH_TAG) {
+    __atomic_add_fetch(&fake_cudart.batches, 1, __ATOMIC_RELAXED);
+    for (uint32_t w = 0; w < batch->nworks && w < KERN_COLL_BATCH_MAX; w++) {
+      const kern_coll_work_t* k = &batch->works[w];
+      fake_prof_write((char*)k->prof, (unsigned)k->nchannels, launch);
+      const int at = __atomic_fetch_add(&fake_cudart.batch_works, 1, __ATOMIC_RELAXED);
+      if (at < FAKE_WORKS_MAX) fake_cudart.batch_recv[at] = k->recvbuff;
+    }
+    return cudaSuccess;
+  }
+  fake_prof_write(*(char**)args[0], g.x, launch);
   return cudaSuccess;
 }
 

@@ -4,13 +4,16 @@
  * them (fake_cudart_wrap in test/unit/meson.build), so that the core's libraries call these
  * whether the CUDA runtime is linked shared or static. Device memory is host memory; nothing
  * runs: copies between user buffers and kernel launches are only counted (a launch writes the
- * profiler's kernel-channel timestamps where its work has records), host functions run at once.
+ * profiler's kernel-channel timestamps where its work has records, and a collective batch's
+ * works are noted), host functions run at once.
  * The counters change atomically: data paths of several threads use them.
  */
 #ifndef CHOIR_TEST_FAKE_CUDART_H
 #define CHOIR_TEST_FAKE_CUDART_H
 
 #include <stddef.h>
+
+#define FAKE_WORKS_MAX 512
 
 typedef struct {
   int streams, events, dev_allocs, host_allocs; /* alive now */
@@ -20,6 +23,11 @@ typedef struct {
   size_t copied;       /* their bytes */
   int launches;        /* kernel launches */
   int timed_ctas;      /* CTAs whose profiler timestamps a launch wrote (kernels.h) */
+  int batches;         /* launches of collective batches (kernels.h: kern_coll_batch_t) */
+  int batch_works;     /* their works, all batches together */
+  /* recvbuff of each work of those batches in launch order, the first FAKE_WORKS_MAX (with
+   * several threads launching, in the order the launches reached the fake) */
+  void* batch_recv[FAKE_WORKS_MAX];
 } fake_cudart_t;
 
 extern fake_cudart_t fake_cudart;

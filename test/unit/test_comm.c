@@ -710,6 +710,87 @@ static void case_nonblocking_ops(void) {
   if (check_failures_ == 0) unlink(log);
 }
 
+#ifndef TEST_REAL_GPU
+/* Launch batches (kernels.h: kern_coll_batch_t) through the public API, two ranks over the
+ * network on emulated devices: a group of N equal all-reduces on one stream launches
+ * ceil(N / KERN_COLL_BATCH_MAX) batches whose works come in call order; a collective on another
+ * stream between others cuts them, and call order still holds. */
+static void case_group_batches(void) {
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  transport_set_cuda_ops(&nb_cuda_ops);
+  enum { N = 90, E = 16 }; /* N all-reduces of E floats each */
+  ncclComm_t c[2];
+  ncclUniqueId id;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclCommInitRankConfig(&c[r], 2, id, r, &cfg), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclInProgress);
+  for (int r = 0; r < 2; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+  float* buf[2] = {NULL, NULL};
+  cudaStream_t s1[2] = {NULL, NULL};
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(cudaMalloc((void**)&buf[r], sizeof(float) * N * E), cudaSuccess);
+    CHECK_EQ_INT(cudaStreamCreateWithFlags(&s1[r], cudaStreamNonBlocking), cudaSuccess);
+    /* The first collective connects the ring (in the background). */
+    ncclResult_t res = ncclAllReduce(buf[r], buf[r], E, ncclFloat, ncclSum, c[r], NULL);
+    CHECK_TRUE(res == ncclInProgress || res == ncclSuccess);
+  }
+  for (int r = 0; r < 2; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+  /* N alike per rank: 3 batches (40, 40, 10) each, in call order. */
+  const int launches0 = __atomic_load_n(&fake_cudart.launches, __ATOMIC_RELAXED);
+  const int batches0 = fake_cudart.batches, works0 = fake_cudart.batch_works;
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+    for (int i = 0; i < N; i++)
+      CHECK_EQ_INT(ncclAllReduce(buf[r] + i * E, buf[r] + i * E, E, ncclFloat, ncclSum, c[r],
+                                 NULL), ncclSuccess);
+    const ncclResult_t res = ncclGroupEnd();
+    CHECK_TRUE(res == ncclSuccess || res == ncclInProgress);
+    CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+  }
+  const int per_rank = (N + KERN_COLL_BATCH_MAX - 1) / KERN_COLL_BATCH_MAX;
+  CHECK_EQ_INT(__atomic_load_n(&fake_cudart.launches, __ATOMIC_RELAXED) - launches0, 2 * per_rank);
+  CHECK_EQ_INT(fake_cudart.batches - batches0, 2 * per_rank);
+  CHECK_EQ_INT(fake_cudart.batch_works - works0, 2 * N);
+  for (int r = 0; r < 2 && works0 + 2 * N <= FAKE_WORKS_MAX; r++)
+    for (int i = 0; i < N; i++)
+      CHECK_MSG(fake_cudart.batch_recv[works0 + r * N + i] == (void*)(buf[r] + i * E),
+                "rank %d: work %d of the group is not all-reduce %d", r, i, i);
+  /* Streams: 3 on the default stream, 2 on s1, 3 on the default again: 3 batches per rank. */
+  const int launches1 = __atomic_load_n(&fake_cudart.launches, __ATOMIC_RELAXED);
+  const int works1 = fake_cudart.batch_works;
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+    for (int i = 0; i < 8; i++)
+      CHECK_EQ_INT(ncclAllReduce(buf[r] + i * E, buf[r] + i * E, E, ncclFloat, ncclSum, c[r],
+                                 i == 3 || i == 4 ? s1[r] : NULL), ncclSuccess);
+    const ncclResult_t res = ncclGroupEnd();
+    CHECK_TRUE(res == ncclSuccess || res == ncclInProgress);
+    CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+  }
+  CHECK_EQ_INT(__atomic_load_n(&fake_cudart.launches, __ATOMIC_RELAXED) - launches1, 2 * 3);
+  CHECK_EQ_INT(fake_cudart.batch_works - works1, 2 * 8);
+  for (int r = 0; r < 2 && works1 + 16 <= FAKE_WORKS_MAX; r++)
+    for (int i = 0; i < 8; i++)
+      CHECK_TRUE(fake_cudart.batch_recv[works1 + r * 8 + i] == (void*)(buf[r] + i * E));
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+    CHECK_EQ_INT(cudaStreamDestroy(s1[r]), cudaSuccess);
+    CHECK_EQ_INT(cudaFree(buf[r]), cudaSuccess);
+  }
+}
+#endif
+
 static void case_nonblocking(void) {
   int N = ndev < 3 ? ndev : 3;
   ncclComm_t c[3], s[3];
@@ -917,6 +998,10 @@ int main(int argc, char** argv) {
   fork_case("nonblocking_single", case_nonblocking_single);
   if (ndev >= 2 && getenv("CHOIR_PLUGIN_DIR") != NULL)
     fork_case("nonblocking_ops", case_nonblocking_ops);
+#ifndef TEST_REAL_GPU
+  if (ndev >= 2 && getenv("CHOIR_PLUGIN_DIR") != NULL)
+    fork_case("group_batches", case_group_batches);
+#endif
   fork_case("abort_during_init", case_abort_during_init);
   fork_case("config", case_config);
   fork_case("revoke", case_revoke);

@@ -3,7 +3,8 @@
  * on the CPU: the link each transport stands for, the bytes the model is told, the same plan on
  * every rank of a communicator for every collective, size and group size, every plan within
  * what the ring connections and the kernels can do, and a choice outside that (a protocol the
- * connections lack) refused loudly rather than launched.
+ * connections lack) refused loudly rather than launched; and how planned collectives are cut
+ * into launch batches (enqueue_plan_batch_end).
  *
  *   test-enqueue-plan
  */
@@ -196,6 +197,84 @@ static void case_refused(void) {
   tune_destroy(t);
 }
 
+/* The batches (enqueue_plan_batch_end) of keys[0..n): their sizes into sizes_p, their number
+ * returned; each must start where the previous ended and hold at least one. */
+static int cut(const enq_batch_key_t* keys, int n, int max, int* sizes_p) {
+  int nb = 0;
+  for (int lo = 0; lo < n;) {
+    const int hi = enqueue_plan_batch_end(keys, n, lo, max);
+    CHECK_MSG(hi > lo && hi <= n && hi - lo <= max, "batch at %d ends at %d (n %d, max %d)", lo,
+              hi, n, max);
+    if (hi <= lo) break;
+    sizes_p[nb++] = hi - lo;
+    lo = hi;
+  }
+  return nb;
+}
+
+/* Launch batches (kernels.h: kern_coll_batch_t): consecutive collectives with one stream and one
+ * kernel share a launch, at most max of them; anything else that differs cuts the batch; call
+ * order is kept (a batch is a run of the list). */
+static void case_batches(void) {
+  CHECK_EQ_INT(enqueue_plan_batch_max(), KERN_COLL_BATCH_MAX); /* CHOIR_AGG_MAX unset */
+  enum { N = 90 };
+  enq_batch_key_t keys[N];
+  int sizes[N];
+  const enq_batch_key_t k0 = {.stream = (cudaStream_t)(uintptr_t)0x1000, .proto = KERN_PROTO_LL,
+                              .op = KERN_OP_SUM, .type = ncclFloat32};
+  for (int i = 0; i < N; i++) keys[i] = k0;
+  /* N alike: ceil(N / max) launches, all full but the last. */
+  const int maxes[] = {1, 2, 7, 40, 64, 90, 200};
+  for (size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++) {
+    const int max = maxes[m];
+    const int nb = cut(keys, N, max, sizes);
+    CHECK_MSG(nb == (N + max - 1) / max, "max %d: %d batches", max, nb);
+    for (int b = 0; b + 1 < nb; b++) CHECK_EQ_INT(sizes[b], max);
+  }
+  CHECK_EQ_INT(cut(keys, 64, KERN_COLL_BATCH_MAX, sizes), 2); /* a group of 64: 2 launches */
+  /* One field that differs cuts: stream, protocol, operator, type, reduction vs copy. */
+  for (int f = 0; f < 5; f++) {
+    for (int i = 0; i < 6; i++) keys[i] = k0;
+    enq_batch_key_t* k = &keys[3];
+    switch (f) {
+      case 0: k->stream = (cudaStream_t)(uintptr_t)0x2000; break;
+      case 1: k->proto = KERN_PROTO_SIMPLE; break;
+      case 2: k->op = KERN_OP_MAX; break;
+      case 3: k->type = ncclFloat64; break;
+      default: k->op = k->type = -1; break;
+    }
+    CHECK_MSG(cut(keys, 6, KERN_COLL_BATCH_MAX, sizes) == 3 && sizes[0] == 3 && sizes[1] == 1 &&
+                  sizes[2] == 2,
+              "field %d: batches %d, %d, %d", f, sizes[0], sizes[1], sizes[2]);
+  }
+  /* A key equal to an earlier one but not adjacent starts a batch of its own: no reordering. */
+  keys[0] = keys[2] = k0;
+  keys[1] = k0;
+  keys[1].type = ncclInt32;
+  CHECK_EQ_INT(cut(keys, 3, KERN_COLL_BATCH_MAX, sizes), 3);
+
+  /* The keys of operations: Broadcast and AllGather share the copy kernel whatever the type;
+   * reductions by (kernel operator, type); user operators are all premulsum. */
+  const enq_plan_t pl = {.algo = NCCL_ALGO_RING, .proto = KERN_PROTO_LL128, .nchannels = 2,
+                         .nthreads = 256, .chunk_bytes = 4096};
+  enq_op_t bc = {.kind = ENQ_BROADCAST, .type = ncclFloat32, .count = 5};
+  enq_op_t ag = {.kind = ENQ_ALLGATHER, .type = ncclInt8, .count = 5};
+  enq_op_t ar = {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum, .count = 5};
+  enq_op_t rs = {.kind = ENQ_REDUCESCATTER, .type = ncclFloat32, .op = ncclSum, .count = 5};
+  enq_op_t u1 = ar, u2 = ar;
+  u1.op = (ncclRedOp_t)ncclNumOps;
+  u2.op = (ncclRedOp_t)(ncclNumOps + 3);
+  enq_batch_key_t kb = enqueue_plan_batch_key(&bc, &pl), kg = enqueue_plan_batch_key(&ag, &pl);
+  enq_batch_key_t ka = enqueue_plan_batch_key(&ar, &pl), kr = enqueue_plan_batch_key(&rs, &pl);
+  enq_batch_key_t k1 = enqueue_plan_batch_key(&u1, &pl), k2 = enqueue_plan_batch_key(&u2, &pl);
+  CHECK_TRUE(kb.op == -1 && kb.type == -1 && kg.op == -1 && kg.type == -1);
+  CHECK_TRUE(kb.proto == KERN_PROTO_LL128 && ka.proto == KERN_PROTO_LL128);
+  CHECK_TRUE(ka.op == KERN_OP_SUM && ka.type == ncclFloat32 && kr.op == ka.op && kr.type == ka.type);
+  CHECK_TRUE(k1.op == KERN_OP_PREMULSUM && k2.op == KERN_OP_PREMULSUM);
+  enq_batch_key_t mix[4] = {kb, kg, ka, kr};
+  CHECK_EQ_INT(cut(mix, 4, KERN_COLL_BATCH_MAX, sizes), 2);
+}
+
 int main(int argc, char** argv) {
   setenv("NCCL_CONF_FILE", "/nonexistent/choir.conf", 1);
   static const struct {
@@ -204,7 +283,8 @@ int main(int argc, char** argv) {
   } cases[] = {{"link", case_link},
                {"nbytes", case_nbytes},
                {"same-everywhere", case_same_everywhere},
-               {"refused", case_refused}};
+               {"refused", case_refused},
+               {"batches", case_batches}};
   const char* only = argc > 1 ? argv[1] : NULL;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     if (only != NULL && strcmp(only, cases[i].name) != 0) continue;
