@@ -715,6 +715,93 @@ static void case_nonblocking_ops(void) {
  * network on emulated devices: a group of N equal all-reduces on one stream launches
  * ceil(N / KERN_COLL_BATCH_MAX) batches whose works come in call order; a collective on another
  * stream between others cuts them, and call order still holds. */
+/* OneShot on emulated devices that map each other (p2p between every pair): its direct
+ * connections are made with the ring, and the plan takes it for a small AllReduce (the TUNING
+ * line says so), the ring for a large one; CHOIR_ONESHOT=0 (oneshot_off) makes none. */
+static ncclResult_t os_by_bus_id(int64_t bus_id, int* d) {
+  *d = -1;
+  for (int dev = 0; dev < 8; dev++) {
+    int64_t b = -1;
+    if (cuda_bus_id(dev, &b) == ncclSuccess && b == bus_id) *d = dev;
+  }
+  return ncclSuccess;
+}
+static ncclResult_t os_can_access(int dev, int peer, int* can) {
+  (void)dev, (void)peer;
+  *can = 1;
+  return ncclSuccess;
+}
+static const transport_cuda_ops_t os_cuda_ops = {
+    nb_get_device, nb_set_device, os_by_bus_id, os_can_access, nb_enable_peer, nb_dev_alloc, free,
+    nb_ipc_get,    nb_ipc_open,   nb_ipc_close, nb_host_register, nb_host_unregister};
+
+static void oneshot_run(int on) {
+  char log[] = "/tmp/choir-test-oneshot-XXXXXX";
+  const int log_fd = mkstemp(log);
+  CHECK_TRUE(log_fd >= 0);
+  if (log_fd >= 0) close(log_fd);
+  setenv("CHOIR_ONESHOT", on ? "1" : "0", 1);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "TUNING,INIT", 1);
+  setenv("NCCL_DEBUG_FILE", log, 1);
+  transport_set_cuda_ops(&os_cuda_ops);
+  enum { N = 2 };
+  ncclComm_t c[N];
+  ncclUniqueId id;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclCommInitRankConfig(&c[r], N, id, r, &cfg), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclInProgress);
+  for (int r = 0; r < N; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+  const size_t big = (size_t)16 << 20; /* floats: 64 MiB */
+  float* buf[N] = {NULL, NULL};
+  for (int r = 0; r < N; r++) {
+    set_device(r);
+    CHECK_EQ_INT(cudaMalloc((void**)&buf[r], sizeof(float) * big), cudaSuccess);
+  }
+  /* Both ranks in one group: the first collective connects the ring (and OneShot's). */
+  for (size_t count = 16; count <= big; count *= big / 16) {
+    CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++) {
+      set_device(r);
+      CHECK_EQ_INT(ncclAllReduce(buf[r], buf[r], count, ncclFloat, ncclSum, c[r], NULL),
+                   ncclSuccess);
+    }
+    const ncclResult_t res = ncclGroupEnd();
+    CHECK_TRUE(res == ncclSuccess || res == ncclInProgress);
+    for (int r = 0; r < N; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+  }
+  for (int r = 0; r < N; r++) CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    set_device(r);
+    CHECK_EQ_INT(cudaFree(buf[r]), cudaSuccess);
+  }
+  static char text[1 << 20];
+  FILE* f = fopen(log, "r");
+  CHECK_TRUE(f != NULL);
+  size_t got = f != NULL ? fread(text, 1, sizeof(text) - 1, f) : 0;
+  text[got] = '\0';
+  if (f != NULL) fclose(f);
+  unlink(log);
+  const char* small = strstr(text, "TUNE: AllReduce 64 bytes: ");
+  const char* large = strstr(text, "TUNE: AllReduce 67108864 bytes: ");
+  CHECK_MSG(small != NULL && large != NULL, "TUNING lines missing:\n%s", text);
+  if (small != NULL)
+    CHECK_MSG(strncmp(small + strlen("TUNE: AllReduce 64 bytes: "), on ? "OneShot/LL" : "Ring/",
+                      on ? 10 : 5) == 0,
+              "64 bytes, CHOIR_ONESHOT=%d: %.120s", on, small);
+  if (large != NULL)
+    CHECK_MSG(strncmp(large + strlen("TUNE: AllReduce 67108864 bytes: "), "Ring/", 5) == 0,
+              "64 MiB: %.120s", large);
+}
+static void case_oneshot_on(void) { oneshot_run(1); }
+static void case_oneshot_off(void) { oneshot_run(0); }
+
 static void case_group_batches(void) {
   setenv("NCCL_P2P_DISABLE", "1", 1);
   setenv("NCCL_SHM_DISABLE", "1", 1);
@@ -1001,6 +1088,10 @@ int main(int argc, char** argv) {
 #ifndef TEST_REAL_GPU
   if (ndev >= 2 && getenv("CHOIR_PLUGIN_DIR") != NULL)
     fork_case("group_batches", case_group_batches);
+  if (ndev >= 2) {
+    fork_case("oneshot_on", case_oneshot_on);
+    fork_case("oneshot_off", case_oneshot_off);
+  }
 #endif
   fork_case("abort_during_init", case_abort_during_init);
   fork_case("config", case_config);
