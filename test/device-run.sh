@@ -56,6 +56,11 @@
 #              protocol's time per size, LL's speedup over Simple, the default's ratio to the best
 #              forced protocol; the lines the issue's bar reads: LL faster than Simple at 8 B..64
 #              KB, >= 1.5x at 8 B..4 KB with -G, default within 10% of the best at every size
+#   algo-sweep[:R]  all_reduce with R ranks (default "2 4") sharing GPU 0 in one process: OneShot
+#              forced (NCCL_ALGO=allreduce:oneshot), the ring with LL forced, and the plan's
+#              choice, normal launches and -G 20, ALGO_SWEEP_REPEAT runs (default 3) alternating,
+#              ALGO_SWEEP_SIZES (default "-b 8 -e 1M -f 4"); then a group of AGG (default 64)
+#              all-reduces against one (-m AGG, -m 1, 8 B..64 KB): the lines issue 27's bar reads
 #   prof       Choir's trace plugin under Choir's core: traces of all_reduce, alltoall and
 #              sendrecv (2 ranks sharing GPU 0, p2p and net) checked by test/tools/trace_check.py,
 #              and the overhead of the loaded plugin with every event masked off on small
@@ -700,6 +705,100 @@ for r in rs:
                   ("; LL >= 1.5x Simple at 8 B..4 KB: " + ("yes" if not ll_weak else
                                                            "NOT at %s" % ll_weak))
                   if g != "0" else ""))
+PY
+      ;;
+    algo-sweep | algo-sweep:*)
+      # Issue 27's one-GPU speed bars: all_reduce with R ranks sharing GPU 0 (one process),
+      # OneShot forced, the ring with LL forced, and the plan's own choice, normal launches and
+      # CUDA graphs; ALGO_SWEEP_REPEAT alternating runs (default 3), medians; then a group of
+      # AGG (default 64) small all-reduces against one (-m AGG against -m 1, per-call time
+      # times AGG over one call's: the bar is at most 3).
+      rs="2 4"
+      [ "$step" != algo-sweep ] && rs=${step#algo-sweep:}
+      asizes=${ALGO_SWEEP_SIZES:--b 8 -e 1M -f 4}
+      agg=${AGG:-64}
+      d="$out/algo-sweep"
+      mkdir -p "$d"
+      mps_stop >/dev/null
+      reps=${ALGO_SWEEP_REPEAT:-3}
+      for rep in $(seq 1 "$reps"); do
+        for r in $rs; do
+          for g in 0 20; do
+            for v in oneshot ringLL default agg1 agg; do
+              envs=()
+              extra=()
+              case $v in
+                oneshot) envs=(NCCL_ALGO=allreduce:oneshot) ;;
+                ringLL) envs=(NCCL_ALGO=allreduce:ring NCCL_PROTO=LL) ;;
+                agg1) extra=(-m 1) ;;
+                agg) extra=(-m "$agg") ;;
+              esac
+              sz=$asizes
+              [ "$v" = agg1 ] || [ "$v" = agg ] && sz="-b 8 -e 64K -f 8"
+              gopt=()
+              [ "$g" != 0 ] && gopt=(-G "$g")
+              log="$d/r$r-g$g-$v-$rep.log"
+              # shellcheck disable=SC2086 # sz is a list of options
+              env -u NCCL_ALGO -u NCCL_PROTO ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$PWD/$build" \
+                timeout "${OP_TIMEOUT:-300}" "$build/test/perf/all_reduce_perf" -g "$r" \
+                --ranks-per-gpu "$r" $sz -c 1 -n 20 -w 5 "${gopt[@]}" ${extra[@]+"${extra[@]}"} \
+                -J "$d/r$r-g$g-$v-$rep.json" >"$log" 2>&1
+              note "algo-sweep r=$r G=$g $v (run $rep): rc=$? $(perf_wrong "$log")"
+            done
+          done
+        done
+      done
+      python3 - "$d" "$rs" "$agg" <<'PY' | tee -a "$summary"
+import glob, json, os, statistics, sys
+d, rs, agg = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
+def load(r, g, v):
+    cells = {}
+    for path in sorted(glob.glob(os.path.join(d, "r%s-g%s-%s-*.json" % (r, g, v)))):
+        try:
+            doc = json.load(open(path))
+        except (OSError, ValueError):
+            continue
+        for row in doc.get("results", []):
+            cells.setdefault(row["size"], []).append(row["out_of_place"]["time"])
+    return {s: statistics.median(v) for s, v in cells.items()}
+for r in rs:
+    for g in ("0", "20"):
+        t = {v: load(r, g, v) for v in ("oneshot", "ringLL", "default", "agg1", "agg")}
+        mode = "CUDA graph -G 20" if g != "0" else "normal launches"
+        print("algo-sweep: all_reduce, %s ranks sharing GPU 0, %s (out of place, us, medians)"
+              % (r, mode))
+        print("  %10s %9s %9s %9s %10s %8s" % ("size", "OneShot", "ring LL", "default",
+                                             "LL/1shot", "def/best"))
+        weak, slower, bad = [], [], []
+        for s in sorted(t["oneshot"]):
+            o, l, df = t["oneshot"][s], t["ringLL"].get(s), t["default"].get(s)
+            sp = l / o if l and o else float("nan")
+            best = min(x for x in (o, l) if x)
+            dr = df / best if df else float("nan")
+            if s <= 262144 and g != "0" and r == "4" and not sp >= 1.5:
+                weak.append(s)
+            if s <= 262144 and g == "0" and not sp >= 1.0:
+                slower.append(s)
+            if not dr <= 1.10:
+                bad.append(s)
+            print("  %10d %9.2f %9s %9s %10.2f %8.2f" % (s, o, "%.2f" % l if l else "-",
+                                                     "%.2f" % df if df else "-", sp, dr))
+        print("  bar r=%s G=%s: default within 10%% of the best forced: %s%s%s" % (
+            r, g, "yes" if not bad else "NOT at %s" % bad,
+            ("; OneShot >= 1.5x ring LL at 8 B..256 KB: " + ("yes" if not weak else
+                                                            "NOT at %s" % weak))
+            if g != "0" and r == "4" else "",
+            ("; OneShot never slower than ring LL at 8 B..256 KB: " +
+             ("yes" if not slower else "NOT at %s" % slower)) if g == "0" else ""))
+        rows = []
+        for s in sorted(t["agg1"]):
+            one, many = t["agg1"][s], t["agg"].get(s)
+            if many:
+                rows.append((s, one, many * agg, many * agg / one))
+        if rows:
+            print("  a group of %d all-reduces against one (%s): %s; bar (at most 3x): %s" % (
+                agg, mode, ", ".join("%d B %.1f/%.1f us = %.2fx" % x for x in rows),
+                "yes" if all(x[3] <= 3.0 for x in rows) else "NO"))
 PY
       ;;
     prof)
