@@ -212,9 +212,12 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
     const R r(w.scalar_bits, w.scalar_ptr, w.divisor);
     if constexpr (PROTO == KERN_PROTO_LL && DIRECT) {
       /* OneShot works are LL AllReduces: they share the LL batch kernel. */
-      if (w.algo == KERN_ALGO_ONESHOT) {
+      if (w.algo == KERN_ALGO_ONESHOT || w.algo == KERN_ALGO_TWOSHOT) {
         prof_mark_start(w.prof);
-        direct_allreduce(r, w);
+        if (w.algo == KERN_ALGO_TWOSHOT)
+          direct_allreduce_twoshot(r, w);
+        else
+          direct_allreduce(r, w);
         prof_mark_stop(w.prof);
         __syncthreads();
         continue;
@@ -269,7 +272,7 @@ cudaError_t coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
     if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, direct);
     return e;
   }
-  if (w->algo == KERN_ALGO_ONESHOT) {
+  if (w->algo == KERN_ALGO_ONESHOT || w->algo == KERN_ALGO_TWOSHOT) {
     void* params[] = {(void*)w};
     return cudaLaunchKernel(direct, dim3(w->nchannels), dim3(w->nthreads), params, 0, stream);
   }

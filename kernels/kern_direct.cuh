@@ -15,6 +15,12 @@
  *      stores the result. Every rank folds the same values in the same order: the results are
  *      equal on every rank, bit for bit.
  *   3. a barrier (every line read), then thread q publishes head on the receive end from q.
+ * TwoShot (KERN_ALGO_TWOSHOT) cuts a CTA's part into n slices, slice q reduced by rank q, and
+ * moves every slice in rounds of at most a step's capacity, two steps per round:
+ *   step 1: each rank writes its slice q (pre-op applied) to rank q;
+ *   step 2: rank q folds its slice from every rank in rank order, applies the post-op, stores it
+ *           and writes it to every peer; each rank then polls the other ranks' reduced slices
+ *           and stores them. Each rank moves 2(n-1)/n of its data instead of OneShot's n-1.
  * The connections' step counters (kern_conn_t.step, head_seen) live in device memory and carry
  * over between kernels, so back-to-back calls and CUDA-graph replays never read a line of an
  * earlier call: its flag is step + 1 of that call's step (the LL rule, kernels.h).
@@ -36,16 +42,18 @@ struct direct_peer {
   uint32_t sslot, rslot;
 };
 
-template <class R>
-__device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_work_t& w) {
-  using B = typename R::B;
-  kern_comm_t* comm = w.comm;
+/* The CTA's ends with every peer, in shared memory; the step capacity; the abort state. */
+struct direct_state {
+  direct_peer peers[KERN_DIRECT_MAX_RANKS];
+  uint32_t step_cap;
+  bool aborted;
+};
+
+/* Thread q (a peer) loads its two ends; thread 0 then sets the step capacity. */
+__device__ __forceinline__ void direct_open(kern_comm_t* comm, const kern_coll_work_t& w,
+                                            direct_state& sh) {
   const int n = comm->nranks, me = comm->rank;
-  const uint32_t g = blockIdx.x, tid = threadIdx.x, nthreads = blockDim.x;
-  __shared__ direct_peer peers[KERN_DIRECT_MAX_RANKS];
-  __shared__ uint32_t step_cap;
-  __shared__ bool aborted;
-  const volatile uint32_t* abort_flag = comm->abort_flag;
+  const uint32_t g = blockIdx.x, tid = threadIdx.x;
   if (tid < (uint32_t)n && (int)tid != me) {
     const kern_conn_t* s = &comm->direct_send[tid * KERN_DIRECT_MAX_CTAS + g];
     const kern_conn_t* c = &comm->direct_recv[tid * KERN_DIRECT_MAX_CTAS + g];
@@ -59,110 +67,107 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
     p.rhead = c->head;
     p.rstep = c->step;
     p.rslot = c->slot_bytes[KERN_PROTO_LL];
-    /* A plan naming OneShot without its connections is a bug of the core. */
+    /* A plan naming these algorithms without their connections is a bug of the core. */
     if (!s->connected || !c->connected || p.sbuf == nullptr || p.rbuf == nullptr) __trap();
-    peers[tid] = p;
+    sh.peers[tid] = p;
   }
-  if (tid == 0) aborted = false;
+  if (tid == 0) sh.aborted = false;
   __syncthreads();
   if (tid == 0) {
     uint32_t slot = ~0u;
     for (int q = 0; q < n; q++) {
       if (q == me) continue;
-      if (peers[q].sslot < slot) slot = peers[q].sslot;
-      if (peers[q].rslot < slot) slot = peers[q].rslot;
+      if (sh.peers[q].sslot < slot) slot = sh.peers[q].sslot;
+      if (sh.peers[q].rslot < slot) slot = sh.peers[q].rslot;
     }
     uint32_t cap = kern_proto_step_capacity(KERN_PROTO_LL, slot == ~0u ? 0 : slot);
     if (w.chunk_bytes < cap) cap = w.chunk_bytes & ~15u;
     if (cap == 0) __trap();
-    step_cap = cap;
+    sh.step_cap = cap;
   }
   __syncthreads();
+}
 
-  uint64_t off, cnt;
-  kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, g, &off, &cnt);
-  const uint64_t nbytes = cnt * sizeof(B);
-  const char* in = (const char*)w.sendbuff + off * sizeof(B);
-  char* out = (char*)w.recvbuff + off * sizeof(B);
-  const uint32_t cap = step_cap;
-
-  for (uint64_t base = 0; base < nbytes && !aborted; base += cap) {
-    const uint64_t sb = nbytes - base < cap ? nbytes - base : cap;
-    const uint32_t nlines = (uint32_t)((sb + 7) / 8);
-    /* 1. Room on every send end. */
-    if (tid < (uint32_t)n && (int)tid != me) {
-      direct_peer& p = peers[tid];
-      if (p.head_seen + KERN_NSLOTS < p.sstep + 1) {
-        int spins = 0;
-        uint64_t h;
-        while ((h = ld_acquire_sys(p.shead)) + KERN_NSLOTS < p.sstep + 1) {
-          if (++spins == KERN_ABORT_CHECK_SPINS) {
-            spins = 0;
-            if (*abort_flag) {
-              aborted = true;
-              break;
-            }
-          }
-        }
-        p.head_seen = h;
-      }
-    }
-    __syncthreads();
-    if (aborted) break;
-    /* 2. Write this rank's lines to every peer, then fold every rank's. */
-    for (uint32_t l = tid; l < nlines; l += nthreads) {
-      const uint64_t o = base + (uint64_t)l * 8;
-      const uint32_t valid = nbytes - o < 8 ? (uint32_t)(nbytes - o) : 8u;
-      const uint2 mine = r.pre(user_load<uint2>(in + o, valid), true);
-      for (int q = 0; q < n; q++) {
-        if (q == me) continue;
-        const direct_peer& p = peers[q];
-        const uint32_t f = (uint32_t)(p.sstep + 1);
-        st_volatile_v4(p.sbuf + (p.sstep % KERN_NSLOTS) * p.sslot + (uint64_t)l * KERN_LL_LINE_BYTES,
-                       make_uint4(mine.x, f, mine.y, f));
-      }
-      uint2 acc = mine;
-      bool quit = false;
-      for (int q = 0; q < n && !quit; q++) {
-        uint2 x = mine;
-        if (q != me) {
-          const direct_peer& p = peers[q];
-          const uint32_t f = (uint32_t)(p.rstep + 1);
-          const char* at =
-              p.rbuf + (p.rstep % KERN_NSLOTS) * p.rslot + (uint64_t)l * KERN_LL_LINE_BYTES;
-          uint4 line = ld_volatile_v4(at);
-          int spins = 0;
-          while (line.y != f || line.w != f) {
-            line = ld_volatile_v4(at);
-            if (++spins == KERN_ABORT_CHECK_SPINS) {
-              spins = 0;
-              if (*abort_flag) {
-                aborted = true;
-                quit = true;
-                break;
-              }
-            }
-          }
-          x = make_uint2(line.x, line.z);
-        }
-        acc = q == 0 ? x : r.reduce(acc, x);
-      }
-      if (quit) break;
-      user_store(out + o, r.post(acc), valid);
-    }
-    /* 3. Every line read: publish head; every end moves one step. */
-    __syncthreads();
-    if (tid < (uint32_t)n && (int)tid != me) {
-      direct_peer& p = peers[tid];
-      if (!aborted) st_relaxed_sys(p.rhead, p.rstep + 1);
-      p.rstep++;
-      p.sstep++;
-    }
-    __syncthreads();
-  }
-  /* The counters carry over to the next kernel. */
+/* Room for `steps` more steps on every send end (thread q waits for peer q's head), then a CTA
+ * barrier. */
+__device__ __forceinline__ void direct_room(kern_comm_t* comm, direct_state& sh, int steps) {
+  const int n = comm->nranks, me = comm->rank;
+  const uint32_t tid = threadIdx.x;
   if (tid < (uint32_t)n && (int)tid != me) {
-    const direct_peer& p = peers[tid];
+    direct_peer& p = sh.peers[tid];
+    if (p.head_seen + KERN_NSLOTS < p.sstep + (uint64_t)steps) {
+      int spins = 0;
+      uint64_t h;
+      while ((h = ld_acquire_sys(p.shead)) + KERN_NSLOTS < p.sstep + (uint64_t)steps) {
+        if (++spins == KERN_ABORT_CHECK_SPINS) {
+          spins = 0;
+          if (*comm->abort_flag) {
+            sh.aborted = true;
+            break;
+          }
+        }
+      }
+      p.head_seen = h;
+    }
+  }
+  __syncthreads();
+}
+
+/* Line l of step `ahead` (0: the end's next step, 1: the one after) from peer q: polls until both
+ * flags are the step's; false when the communicator was aborted meanwhile. */
+__device__ __forceinline__ bool direct_poll(const kern_comm_t* comm, direct_state& sh, int q,
+                                            int ahead, uint64_t l, uint2* v) {
+  const direct_peer& p = sh.peers[q];
+  const uint64_t step = p.rstep + (uint64_t)ahead;
+  const uint32_t f = (uint32_t)(step + 1);
+  const char* at = p.rbuf + (step % KERN_NSLOTS) * p.rslot + l * KERN_LL_LINE_BYTES;
+  uint4 line = ld_volatile_v4(at);
+  int spins = 0;
+  while (line.y != f || line.w != f) {
+    line = ld_volatile_v4(at);
+    if (++spins == KERN_ABORT_CHECK_SPINS) {
+      spins = 0;
+      if (*comm->abort_flag) {
+        sh.aborted = true;
+        return false;
+      }
+    }
+  }
+  *v = make_uint2(line.x, line.z);
+  return true;
+}
+
+/* Line l of step `ahead` to peer q. */
+__device__ __forceinline__ void direct_put(direct_state& sh, int q, int ahead, uint64_t l,
+                                           uint2 v) {
+  const direct_peer& p = sh.peers[q];
+  const uint64_t step = p.sstep + (uint64_t)ahead;
+  const uint32_t f = (uint32_t)(step + 1);
+  st_volatile_v4(p.sbuf + (step % KERN_NSLOTS) * p.sslot + l * KERN_LL_LINE_BYTES,
+                 make_uint4(v.x, f, v.y, f));
+}
+
+/* After a CTA barrier (every line of the steps read): publish head, and every end moves `steps`
+ * steps; then a barrier. */
+__device__ __forceinline__ void direct_advance(kern_comm_t* comm, direct_state& sh, int steps) {
+  const int n = comm->nranks, me = comm->rank;
+  const uint32_t tid = threadIdx.x;
+  __syncthreads();
+  if (tid < (uint32_t)n && (int)tid != me) {
+    direct_peer& p = sh.peers[tid];
+    if (!sh.aborted) st_relaxed_sys(p.rhead, p.rstep + (uint64_t)steps);
+    p.rstep += (uint64_t)steps;
+    p.sstep += (uint64_t)steps;
+  }
+  __syncthreads();
+}
+
+/* The counters carry over to the next kernel. */
+__device__ __forceinline__ void direct_close(kern_comm_t* comm, const direct_state& sh) {
+  const int n = comm->nranks, me = comm->rank;
+  const uint32_t g = blockIdx.x, tid = threadIdx.x;
+  if (tid < (uint32_t)n && (int)tid != me) {
+    const direct_peer& p = sh.peers[tid];
     kern_conn_t* s = &comm->direct_send[tid * KERN_DIRECT_MAX_CTAS + g];
     kern_conn_t* c = &comm->direct_recv[tid * KERN_DIRECT_MAX_CTAS + g];
     s->step = p.sstep;
@@ -171,12 +176,142 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
   }
 }
 
+template <class R>
+__device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_work_t& w) {
+  using B = typename R::B;
+  kern_comm_t* comm = w.comm;
+  const int n = comm->nranks, me = comm->rank;
+  const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
+  __shared__ direct_state sh;
+  direct_open(comm, w, sh);
+  uint64_t off, cnt;
+  kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off, &cnt);
+  const uint64_t nbytes = cnt * sizeof(B);
+  const char* in = (const char*)w.sendbuff + off * sizeof(B);
+  char* out = (char*)w.recvbuff + off * sizeof(B);
+  const uint32_t cap = sh.step_cap;
+  for (uint64_t base = 0; base < nbytes && !sh.aborted; base += cap) {
+    const uint64_t sb = nbytes - base < cap ? nbytes - base : cap;
+    const uint32_t nlines = (uint32_t)((sb + 7) / 8);
+    direct_room(comm, sh, 1);
+    if (sh.aborted) break;
+    /* Write this rank's lines to every peer, then fold every rank's in rank order. */
+    for (uint32_t l = tid; l < nlines; l += nthreads) {
+      const uint64_t o = base + (uint64_t)l * 8;
+      const uint32_t valid = nbytes - o < 8 ? (uint32_t)(nbytes - o) : 8u;
+      const uint2 mine = r.pre(user_load<uint2>(in + o, valid), true);
+      for (int q = 0; q < n; q++)
+        if (q != me) direct_put(sh, q, 0, l, mine);
+      uint2 acc = mine;
+      bool ok = true;
+      for (int q = 0; q < n && ok; q++) {
+        uint2 x = mine;
+        if (q != me) ok = direct_poll(comm, sh, q, 0, l, &x);
+        acc = q == 0 ? x : r.reduce(acc, x);
+      }
+      if (!ok) break;
+      user_store(out + o, r.post(acc), valid);
+    }
+    direct_advance(comm, sh, 1);
+  }
+  direct_close(comm, sh);
+}
+
+template <class R>
+__device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_coll_work_t& w) {
+  using B = typename R::B;
+  kern_comm_t* comm = w.comm;
+  const int n = comm->nranks, me = comm->rank;
+  const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
+  __shared__ direct_state sh;
+  direct_open(comm, w, sh);
+  uint64_t off, cnt;
+  const uint64_t unit = KERN_RC_VEC_BYTES / sizeof(B);
+  kern_split_part(w.count, unit, w.nchannels, blockIdx.x, &off, &cnt);
+  const char* in = (const char*)w.sendbuff + off * sizeof(B);
+  char* out = (char*)w.recvbuff + off * sizeof(B);
+  /* Slice q of the part: [soff(q), + sbytes(q)) bytes, whole 16-byte units (the last short). */
+  auto slice = [&](int q, uint64_t* so, uint64_t* sn) {
+    uint64_t o, c;
+    kern_split_part(cnt, unit, (uint32_t)n, (uint32_t)q, &o, &c);
+    *so = o * sizeof(B);
+    *sn = c * sizeof(B);
+  };
+  uint64_t first, most;
+  slice(0, &first, &most); /* slice 0 is the longest */
+  const uint32_t cap = sh.step_cap;
+  for (uint64_t base = 0; base < most && !sh.aborted; base += cap) {
+    direct_room(comm, sh, 2);
+    if (sh.aborted) break;
+    /* Step 1: slice q of this rank's input to rank q. */
+    for (int q = 0; q < n; q++) {
+      if (q == me) continue;
+      uint64_t so, sn;
+      slice(q, &so, &sn);
+      const uint64_t sb = sn > base ? (sn - base < cap ? sn - base : cap) : 0;
+      const uint32_t nlines = (uint32_t)((sb + 7) / 8);
+      for (uint32_t l = tid; l < nlines; l += nthreads) {
+        const uint64_t o = so + base + (uint64_t)l * 8;
+        const uint64_t end = so + sn;
+        const uint32_t valid = end - o < 8 ? (uint32_t)(end - o) : 8u;
+        direct_put(sh, q, 0, l, r.pre(user_load<uint2>(in + o, valid), true));
+      }
+    }
+    /* Step 2: fold this rank's slice from every rank, store it and give it to every peer. */
+    bool ok = true;
+    {
+      uint64_t so, sn;
+      slice(me, &so, &sn);
+      const uint64_t sb = sn > base ? (sn - base < cap ? sn - base : cap) : 0;
+      const uint32_t nlines = (uint32_t)((sb + 7) / 8);
+      for (uint32_t l = tid; l < nlines && ok; l += nthreads) {
+        const uint64_t o = so + base + (uint64_t)l * 8;
+        const uint64_t end = so + sn;
+        const uint32_t valid = end - o < 8 ? (uint32_t)(end - o) : 8u;
+        const uint2 mine = r.pre(user_load<uint2>(in + o, valid), true);
+        uint2 acc = mine;
+        for (int q = 0; q < n && ok; q++) {
+          uint2 x = mine;
+          if (q != me) ok = direct_poll(comm, sh, q, 0, l, &x);
+          acc = q == 0 ? x : r.reduce(acc, x);
+        }
+        if (!ok) break;
+        acc = r.post(acc);
+        user_store(out + o, acc, valid);
+        for (int q = 0; q < n; q++)
+          if (q != me) direct_put(sh, q, 1, l, acc);
+      }
+    }
+    /* ... and take every other rank's reduced slice. */
+    for (int q = 0; q < n && ok; q++) {
+      if (q == me) continue;
+      uint64_t so, sn;
+      slice(q, &so, &sn);
+      const uint64_t sb = sn > base ? (sn - base < cap ? sn - base : cap) : 0;
+      const uint32_t nlines = (uint32_t)((sb + 7) / 8);
+      for (uint32_t l = tid; l < nlines && ok; l += nthreads) {
+        const uint64_t o = so + base + (uint64_t)l * 8;
+        const uint64_t end = so + sn;
+        const uint32_t valid = end - o < 8 ? (uint32_t)(end - o) : 8u;
+        uint2 v;
+        ok = direct_poll(comm, sh, q, 1, l, &v);
+        if (ok) user_store(out + o, v, valid);
+      }
+    }
+    direct_advance(comm, sh, 2);
+  }
+  direct_close(comm, sh);
+}
+
 template <int OP, int TYPE>
 __global__ void __launch_bounds__(KERN_NTHREADS, 1)
     kern_direct_kernel(const __grid_constant__ kern_coll_work_t w) {
   prof_mark_start(w.prof);
   const red<OP, TYPE> r(w.scalar_bits, w.scalar_ptr, w.divisor);
-  direct_allreduce(r, w);
+  if (w.algo == KERN_ALGO_TWOSHOT)
+    direct_allreduce_twoshot(r, w);
+  else
+    direct_allreduce(r, w);
   prof_mark_stop(w.prof);
 }
 

@@ -143,6 +143,7 @@ const char* kern_last_error(void);
  * NCCL's seven): at most this many ranks (every pair p2p) and CTAs, one direct connection per
  * peer, CTA and direction. */
 #define KERN_ALGO_ONESHOT 7
+#define KERN_ALGO_TWOSHOT 8 /* the same connections, kern_direct.cuh */
 #define KERN_DIRECT_MAX_RANKS 8
 #define KERN_DIRECT_MAX_CTAS 8
 /* The ring collectives split a buffer over channels, and each channel's part into steps, in

@@ -234,7 +234,7 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
     dp->direct_ctas = KERN_DIRECT_MAX_CTAS;
     dp->host_kc.direct_send = dp->dev_direct;
     dp->host_kc.direct_recv = dp->dev_direct + (size_t)n * KERN_DIRECT_MAX_CTAS;
-    tp.algo_mask |= 1u << TUNE_ALGO_ONESHOT;
+    tp.algo_mask |= TUNE_ALGO_DIRECT_MASK;
     tp.direct_ctas = KERN_DIRECT_MAX_CTAS;
     tp.direct_slot_bytes = dslot;
   }

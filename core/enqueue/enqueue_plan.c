@@ -133,21 +133,25 @@ uint64_t enqueue_plan_nbytes(const enq_op_t* op, int nranks) {
   }
 }
 
+/* The plan hands tune's algorithm to the kernels as it is. */
+_Static_assert(TUNE_ALGO_ONESHOT == KERN_ALGO_ONESHOT && TUNE_ALGO_TWOSHOT == KERN_ALGO_TWOSHOT,
+               "tune's and the kernels' numbers of the direct algorithms");
+
 ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int num_pipe_ops,
                                const uint32_t ring_slot_bytes[KERN_PROTO_NUM], int ring_nchannels,
                                enq_plan_t* plan_p) {
   tune_choice_t ch;
   memset(&ch, 0, sizeof(ch));
   CHECK(tune_choose(t, enq_func(op), enqueue_plan_nbytes(op, nranks), num_pipe_ops, &ch));
-  if (ch.algo == TUNE_ALGO_ONESHOT) {
-    /* tune offers OneShot only with the direct connections (algo_mask), for AllReduce. */
+  if (ch.algo == TUNE_ALGO_ONESHOT || ch.algo == TUNE_ALGO_TWOSHOT) {
+    /* tune offers them only with the direct connections (algo_mask), for AllReduce. */
     if (op->kind != ENQ_ALLREDUCE || ch.proto != NCCL_PROTO_LL || ch.nchannels < 1 ||
         ch.nchannels > KERN_DIRECT_MAX_CTAS || ch.nthreads < 64 || ch.nthreads > KERN_NTHREADS ||
         ch.nthreads % 32 != 0 || ch.chunk_bytes < 16 || ch.chunk_bytes % 16 != 0) {
-      WARN("plan: the model chose OneShot with protocol %d, %d CTAs, %d threads, chunk %u for "
+      WARN("plan: the model chose %s with protocol %d, %d CTAs, %d threads, chunk %u for "
            "collective %d; it takes AllReduce, LL, 1..%d CTAs, 64..%d threads (multiples of "
            "32) and chunks of whole 16 bytes",
-           ch.proto, ch.nchannels, ch.nthreads, ch.chunk_bytes, (int)op->kind,
+           ch.algo == TUNE_ALGO_ONESHOT ? "OneShot" : "TwoShot", ch.proto, ch.nchannels, ch.nthreads, ch.chunk_bytes, (int)op->kind,
            KERN_DIRECT_MAX_CTAS, KERN_NTHREADS);
       return ncclInternalError;
     }

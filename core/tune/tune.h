@@ -38,9 +38,15 @@
  *   TUNE_ALGO_ONESHOT  AllReduce within one node where every pair of ranks is p2p: each rank
  *                      writes its input to every peer (LL lines over the direct connections) and
  *                      reduces what arrives from all of them, in rank order. NCCL_ALGO name
- *                      "OneShot". */
+ *                      "OneShot".
+ *   TUNE_ALGO_TWOSHOT  the same where OneShot is: rank q reduces slice q from every rank and
+ *                      writes it to every peer (two steps, 2(n-1)/n of the data moved per rank
+ *                      instead of n-1). NCCL_ALGO name "TwoShot". */
 #define TUNE_ALGO_ONESHOT NCCL_NUM_ALGORITHMS
-#define TUNE_NUM_ALGOS (NCCL_NUM_ALGORITHMS + 1)
+#define TUNE_ALGO_TWOSHOT (NCCL_NUM_ALGORITHMS + 1)
+#define TUNE_NUM_ALGOS (NCCL_NUM_ALGORITHMS + 2)
+/* The direct algorithms (OneShot, TwoShot): AllReduce only, LL over the direct connections. */
+#define TUNE_ALGO_DIRECT_MASK (1u << TUNE_ALGO_ONESHOT | 1u << TUNE_ALGO_TWOSHOT)
 
 typedef enum {
   TUNE_LINK_NVLINK = 0,   /* GPUs of a node through NVLink (p2p transport) */
@@ -69,8 +75,8 @@ typedef struct tune_topo {
   uint32_t proto_mask;
   uint32_t slot_bytes[NCCL_NUM_PROTOCOLS];
   uint32_t algo_mask;     /* algorithms usable (bit 1 << algorithm): the ring always; ONESHOT
-                           * where the direct connections were made (direct_ctas > 0) */
-  /* The direct connections (TUNE_ALGO_ONESHOT): CTAs (connections per peer and direction) and
+                           * and TWOSHOT where the direct connections were made */
+  /* The direct connections (OneShot, TwoShot): CTAs (connections per peer and direction) and
    * their LL slot size; 0 when there are none. */
   int direct_ctas;
   uint32_t direct_slot_bytes;
@@ -93,9 +99,9 @@ void tune_destroy(tune_t* t);
 
 /* The plan's decision for one operation. */
 typedef struct tune_choice {
-  int algo;             /* NCCL_ALGO_*, or TUNE_ALGO_ONESHOT */
+  int algo;             /* NCCL_ALGO_*, TUNE_ALGO_ONESHOT or TUNE_ALGO_TWOSHOT */
   int proto;            /* NCCL_PROTO_* */
-  int nchannels;        /* 1..topo.ring_nchannels (ONESHOT: CTAs, 1..topo.direct_ctas) */
+  int nchannels;        /* 1..topo.ring_nchannels (direct: CTAs, 1..topo.direct_ctas) */
   int nthreads;         /* threads per CTA, multiple of 32 */
   uint32_t chunk_bytes; /* data bytes per step (multiple of 16, within the protocol's capacity) */
   float time_us;        /* the model's estimate (after the tuner) */

@@ -55,12 +55,11 @@ ncclResult_t tune_create(const tune_topo_t* topo, uint64_t comm_hash, int rank, 
   CHECK(tune_topo_check(topo));
   tune_knob_t algo, proto;
   CHECK(tune_knobs_read(&algo, &proto));
-  /* The ring, and OneShot where the direct connections were made: other bits of algo_mask have
-   * no model yet. */
+  /* The ring, and OneShot and TwoShot where the direct connections were made: other bits of
+   * algo_mask have no model yet. */
   uint32_t algo_usable = topo->algo_mask & (1u << NCCL_ALGO_RING);
-  if ((topo->algo_mask & (1u << TUNE_ALGO_ONESHOT)) && topo->direct_ctas > 0 &&
-      kern_proto_step_capacity(KERN_PROTO_LL, topo->direct_slot_bytes) > 0)
-    algo_usable |= 1u << TUNE_ALGO_ONESHOT;
+  if (topo->direct_ctas > 0 && kern_proto_step_capacity(KERN_PROTO_LL, topo->direct_slot_bytes) > 0)
+    algo_usable |= topo->algo_mask & TUNE_ALGO_DIRECT_MASK;
   uint32_t proto_usable = 0;
   for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
     if (tune_model_capacity(topo, p) > 0) proto_usable |= 1u << p;
@@ -110,12 +109,12 @@ static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nu
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
       table[a][p] = (float)NCCL_ALGO_PROTO_IGNORE;
       if (!(algos & (1u << a)) || !(t->proto_usable & (1u << p))) continue;
-      if (a == TUNE_ALGO_ONESHOT) {
+      if (TUNE_ALGO_DIRECT_MASK & (1u << a)) {
         /* LL lines over the direct connections, whatever the ring's buffers. */
         if (p != NCCL_PROTO_LL) continue;
         int nctas, nthreads;
         tune_model_direct_ctas(&t->topo, nbytes, &nctas, &nthreads);
-        table[a][p] = tune_model_direct_time(&t->model, &t->topo, nbytes, nctas) +
+        table[a][p] = tune_model_direct_time(&t->model, &t->topo, a, nbytes, nctas) +
                       (num_pipe_ops > 1 ? t->model.base_us[p] * (float)(num_pipe_ops - 1) : 0.0f);
         continue;
       }
@@ -230,13 +229,13 @@ ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pi
   tune_choice_t c;
   c.algo = algo;
   c.proto = proto;
-  if (algo == TUNE_ALGO_ONESHOT) {
+  if (TUNE_ALGO_DIRECT_MASK & (1u << algo)) {
     /* Its own CTAs and steps (the direct connections' LL slots); no tuner chunk. */
     tune_model_direct_ctas(&t->topo, nbytes, &c.nchannels, &c.nthreads);
     c.chunk_bytes = kern_proto_step_capacity(KERN_PROTO_LL, t->topo.direct_slot_bytes);
     c.time_us = table[algo][proto] >= 0 ? table[algo][proto]
-                                        : tune_model_direct_time(&t->model, &t->topo, nbytes,
-                                                                 c.nchannels);
+                                        : tune_model_direct_time(&t->model, &t->topo, algo,
+                                                                 nbytes, c.nchannels);
     if (log_enabled(NCCL_LOG_INFO, NCCL_TUNING)) tune_log(t, coll, nbytes, num_pipe_ops, &c, &w);
     *out = c;
     return ncclSuccess;

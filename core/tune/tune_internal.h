@@ -49,7 +49,7 @@ extern const tune_knob_kind_t tune_knob_algo, tune_knob_proto;
 /* Parses `value` (NULL or blank = unset: everything allowed). Errors: ncclInvalidUsage with a WARN
  * naming the knob, the value and the bad token. */
 ncclResult_t tune_knob_parse(const tune_knob_kind_t* kind, const char* value, tune_knob_t* knob_p);
-/* The algorithms of algo_mask that collective coll can run (OneShot: AllReduce only). */
+/* The algorithms of algo_mask that collective coll can run (OneShot, TwoShot: AllReduce only). */
 uint32_t tune_algos_for(int coll, uint32_t algo_mask);
 /* Every collective keeps at least one usable (algorithm, protocol): algorithms in algo_mask and
  * protocols in proto_mask. Else ncclInvalidUsage with a WARN naming the collective, what the knob
@@ -86,10 +86,10 @@ float tune_model_time(const tune_model_t* m, const tune_topo_t* topo, ncclFunc_t
 /* Channels and threads for (proto, nbytes), starting from at most max_channels. */
 void tune_model_channels(const tune_topo_t* topo, int proto, uint64_t nbytes, int max_channels,
                          int* nchannels_p, int* nthreads_p);
-/* TUNE_ALGO_ONESHOT (AllReduce, LL): its time for nbytes on nctas CTAs, and the CTAs and threads
- * for nbytes (at most topo->direct_ctas CTAs). */
-float tune_model_direct_time(const tune_model_t* m, const tune_topo_t* topo, uint64_t nbytes,
-                             int nctas);
+/* OneShot or TwoShot (algo; AllReduce, LL): its time for nbytes on nctas CTAs, and the CTAs and
+ * threads for nbytes (at most topo->direct_ctas CTAs). */
+float tune_model_direct_time(const tune_model_t* m, const tune_topo_t* topo, int algo,
+                             uint64_t nbytes, int nctas);
 void tune_model_direct_ctas(const tune_topo_t* topo, uint64_t nbytes, int* nctas_p,
                             int* nthreads_p);
 /* Bytes per step for (coll, proto, nbytes, nchannels): a multiple of 16 within the protocol's

@@ -16,7 +16,8 @@
 
 /* NCCL's names, then Choir's own algorithms (tune.h). */
 static const char* const tune_algo_names[TUNE_NUM_ALGOS] = {
-    "Tree", "Ring", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT", "OneShot"};
+    "Tree", "Ring", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT", "OneShot",
+    "TwoShot"};
 static const char* const tune_proto_names[NCCL_NUM_PROTOCOLS] = {"LL", "LL128", "Simple"};
 /* ncclFunc_t order. Only the first TUNE_NUM_COLLS choose an algorithm; the others are accepted
  * (NCCL accepts them) and change nothing. */
@@ -185,7 +186,7 @@ out:
 }
 
 uint32_t tune_algos_for(int coll, uint32_t algo_mask) {
-  return coll == ncclFuncAllReduce ? algo_mask : algo_mask & ~(1u << TUNE_ALGO_ONESHOT);
+  return coll == ncclFuncAllReduce ? algo_mask : algo_mask & ~TUNE_ALGO_DIRECT_MASK;
 }
 
 ncclResult_t tune_knobs_read(tune_knob_t* algo_p, tune_knob_t* proto_p) {

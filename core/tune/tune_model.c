@@ -255,23 +255,29 @@ void tune_model_channels(const tune_topo_t* topo, int proto, uint64_t nbytes, in
 
 /* OneShot (tune.h): one LL step over the direct connections instead of 2(n-1) ring steps, but
  * each rank writes its whole input to each of its n-1 peers: every CTA moves (n-1) times its
- * part, at LL's per-channel rate. A guess from the ring's constants until measured. */
+ * part, at LL's per-channel rate. TwoShot: two steps, 2(n-1)/n of the part. A guess from the
+ * ring's constants until measured. */
 #define TUNE_DIRECT_BYTES_PER_CTA 8192 /* a CTA more per this many bytes of input */
-float tune_model_direct_time(const tune_model_t* m, const tune_topo_t* topo, uint64_t nbytes,
-                             int nctas) {
+float tune_model_direct_time(const tune_model_t* m, const tune_topo_t* topo, int algo,
+                             uint64_t nbytes, int nctas) {
   const int n = topo->nranks;
+  const bool two = algo == TUNE_ALGO_TWOSHOT;
   double bw_ch = m->bw_ch * tune_proto_eff[NCCL_PROTO_LL];
   if (m->cap_ch[NCCL_PROTO_LL] > 0 && bw_ch > m->cap_ch[NCCL_PROTO_LL]) bw_ch = m->cap_ch[NCCL_PROTO_LL];
   const double bw = bw_ch * (nctas > 0 ? nctas : 1);
   const uint32_t cap = kern_proto_step_capacity(NCCL_PROTO_LL, topo->direct_slot_bytes);
-  /* Steps beyond the first each pay a hop (a CTA's part larger than a slot). */
-  double steps = 1.0;
+  /* Rounds beyond the first each pay their hops (a CTA's part, or TwoShot's slice of it, larger
+   * than a step). */
+  const double per_round = (double)(nctas > 0 ? nctas : 1) * cap * (two && n > 1 ? n : 1);
+  double rounds = 1.0;
   if (cap > 0) {
-    steps = ceil((double)nbytes / ((double)(nctas > 0 ? nctas : 1) * cap));
-    if (steps < 1.0) steps = 1.0;
+    rounds = ceil((double)nbytes / per_round);
+    if (rounds < 1.0) rounds = 1.0;
   }
-  return (float)((double)m->base_us[NCCL_PROTO_LL] + steps * m->hop_intra_us[NCCL_PROTO_LL] +
-                 (double)(n > 1 ? n - 1 : 1) * (double)nbytes / (bw * 1000.0));
+  const double moved = two ? 2.0 * (n > 1 ? n - 1 : 1) / (n > 1 ? n : 1) : (n > 1 ? n - 1 : 1);
+  return (float)((double)m->base_us[NCCL_PROTO_LL] +
+                 rounds * (two ? 2.0 : 1.0) * m->hop_intra_us[NCCL_PROTO_LL] +
+                 moved * (double)nbytes / (bw * 1000.0));
 }
 
 void tune_model_direct_ctas(const tune_topo_t* topo, uint64_t nbytes, int* nctas_p,

@@ -220,7 +220,7 @@ static void case_same_gpu(void) {
  * threads and step; NCCL_ALGO forces or excludes it; without the direct connections it is never
  * chosen and naming it alone fails loudly. */
 static tune_topo_t topo_direct(tune_topo_t t) {
-  t.algo_mask |= 1u << TUNE_ALGO_ONESHOT;
+  t.algo_mask |= TUNE_ALGO_DIRECT_MASK;
   t.direct_ctas = 8;
   t.direct_slot_bytes = 65536;
   return t;
@@ -243,9 +243,21 @@ static void case_oneshot(void) {
     CHECK_TRUE(c.nchannels == 1 && c.nthreads == 64 && c.chunk_bytes == cap);
     CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, 64 << 20, 1, &c), ncclSuccess);
     CHECK_MSG(c.algo == NCCL_ALGO_RING, "fixture %d 64 MiB: %s", f, tune_algo_name(c.algo));
+    /* As the size grows: OneShot, then TwoShot (half the steps' latency, less data), then the
+     * ring; never back. */
+    int order = 0, seen2 = 0;
+    for (uint64_t s = 8; s <= ((uint64_t)1 << 30); s *= 2) {
+      CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, s, 1, &c), ncclSuccess);
+      const int at = c.algo == TUNE_ALGO_ONESHOT ? 0 : c.algo == TUNE_ALGO_TWOSHOT ? 1 : 2;
+      CHECK_MSG(at >= order, "fixture %d %llu B: %s after a later algorithm", f,
+                (unsigned long long)s, tune_algo_name(c.algo));
+      order = at;
+      seen2 |= at == 1;
+    }
+    CHECK_MSG(seen2, "fixture %d: TwoShot never chosen", f);
     for (uint64_t s = 8; s <= ((uint64_t)1 << 30); s *= 8) {
       CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, s, 1, &c), ncclSuccess);
-      if (c.algo == TUNE_ALGO_ONESHOT)
+      if (TUNE_ALGO_DIRECT_MASK & (1u << c.algo))
         CHECK_MSG(c.nchannels >= 1 && c.nchannels <= 8 && c.nthreads % 32 == 0 &&
                       c.nthreads >= 64 && c.nthreads <= KERN_NTHREADS && c.chunk_bytes == cap,
                   "fixture %d %llu B: %d CTAs %d threads chunk %u", f, (unsigned long long)s,
@@ -282,9 +294,24 @@ static void case_oneshot_forced(void) {
   tune_destroy(t);
 }
 
+static void case_twoshot_forced(void) {
+  env_quiet();
+  setenv("NCCL_ALGO", "allreduce:twoshot", 1);
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(oneshot_topo(), 1, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  const uint32_t cap = kern_proto_step_capacity(KERN_PROTO_LL, 65536);
+  for (uint64_t s = 8; s <= ((uint64_t)64 << 20); s *= 16) {
+    tune_choice_t c;
+    CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, s, 1, &c), ncclSuccess);
+    CHECK_TRUE(c.algo == TUNE_ALGO_TWOSHOT && c.proto == NCCL_PROTO_LL && c.chunk_bytes == cap);
+  }
+  tune_destroy(t);
+}
+
 static void case_oneshot_excluded(void) {
   env_quiet();
-  setenv("NCCL_ALGO", "^oneshot", 1);
+  setenv("NCCL_ALGO", "^oneshot,twoshot", 1);
   tune_t* t = NULL;
   CHECK_EQ_INT(tune_create(oneshot_topo(), 1, 0, &t), ncclSuccess);
   if (t == NULL) return;
@@ -811,6 +838,7 @@ int main(int argc, char** argv) {
   fork_case("oneshot", case_oneshot);
   fork_case("oneshot_forced", case_oneshot_forced);
   fork_case("oneshot_excluded", case_oneshot_excluded);
+  fork_case("twoshot_forced", case_twoshot_forced);
   fork_case("oneshot_unmade", case_oneshot_unmade);
   fork_case("oneshot_alone", case_oneshot_alone);
   fork_case("oneshot_unavailable", case_oneshot_unavailable);
