@@ -57,7 +57,7 @@
 #              forced protocol; the lines the issue's bar reads: LL faster than Simple at 8 B..64
 #              KB, >= 1.5x at 8 B..4 KB with -G, default within 10% of the best at every size
 #   algo-sweep[:R]  all_reduce with R ranks (default "2 4") sharing GPU 0 in one process: OneShot
-#              forced (NCCL_ALGO=allreduce:oneshot), the ring with LL forced, and the plan's
+#              and TwoShot forced (NCCL_ALGO=allreduce:oneshot, :twoshot), the ring with LL, the plan's
 #              choice, normal launches and -G 20, ALGO_SWEEP_REPEAT runs (default 3) alternating,
 #              ALGO_SWEEP_SIZES (default "-b 8 -e 1M -f 4"); then a group of AGG (default 64)
 #              all-reduces against one (-m AGG, -m 1, 8 B..64 KB): the lines issue 27's bar reads
@@ -724,11 +724,12 @@ PY
       for rep in $(seq 1 "$reps"); do
         for r in $rs; do
           for g in 0 20; do
-            for v in oneshot ringLL default agg1 agg; do
+            for v in oneshot twoshot ringLL default agg1 agg; do
               envs=()
               extra=()
               case $v in
                 oneshot) envs=(NCCL_ALGO=allreduce:oneshot) ;;
+                twoshot) envs=(NCCL_ALGO=allreduce:twoshot) ;;
                 ringLL) envs=(NCCL_ALGO=allreduce:ring NCCL_PROTO=LL) ;;
                 agg1) extra=(-m 1) ;;
                 agg) extra=(-m "$agg") ;;
@@ -763,15 +764,17 @@ def load(r, g, v):
     return {s: statistics.median(v) for s, v in cells.items()}
 for r in rs:
     for g in ("0", "20"):
-        t = {v: load(r, g, v) for v in ("oneshot", "ringLL", "default", "agg1", "agg")}
+        t = {v: load(r, g, v) for v in ("oneshot", "twoshot", "ringLL", "default", "agg1", "agg")}
         mode = "CUDA graph -G 20" if g != "0" else "normal launches"
         print("algo-sweep: all_reduce, %s ranks sharing GPU 0, %s (out of place, us, medians)"
               % (r, mode))
-        print("  %10s %9s %9s %9s %10s %8s" % ("size", "OneShot", "ring LL", "default",
-                                             "LL/1shot", "def/best"))
+        print("  %10s %9s %9s %9s %9s %10s %8s" % ("size", "OneShot", "TwoShot", "ring LL",
+                                                  "default", "LL/direct", "def/best"))
         weak, slower, bad = [], [], []
         for s in sorted(t["oneshot"]):
-            o, l, df = t["oneshot"][s], t["ringLL"].get(s), t["default"].get(s)
+            o1, o2 = t["oneshot"][s], t["twoshot"].get(s)
+            o = min(x for x in (o1, o2) if x)
+            l, df = t["ringLL"].get(s), t["default"].get(s)
             sp = l / o if l and o else float("nan")
             best = min(x for x in (o, l) if x)
             dr = df / best if df else float("nan")
@@ -781,14 +784,15 @@ for r in rs:
                 slower.append(s)
             if not dr <= 1.10:
                 bad.append(s)
-            print("  %10d %9.2f %9s %9s %10.2f %8.2f" % (s, o, "%.2f" % l if l else "-",
-                                                     "%.2f" % df if df else "-", sp, dr))
+            print("  %10d %9.2f %9s %9s %9s %10.2f %8.2f" % (
+                s, o1, "%.2f" % o2 if o2 else "-", "%.2f" % l if l else "-",
+                "%.2f" % df if df else "-", sp, dr))
         print("  bar r=%s G=%s: default within 10%% of the best forced: %s%s%s" % (
             r, g, "yes" if not bad else "NOT at %s" % bad,
-            ("; OneShot >= 1.5x ring LL at 8 B..256 KB: " + ("yes" if not weak else
+            ("; OneShot or TwoShot >= 1.5x ring LL at 8 B..256 KB: " + ("yes" if not weak else
                                                             "NOT at %s" % weak))
             if g != "0" and r == "4" else "",
-            ("; OneShot never slower than ring LL at 8 B..256 KB: " +
+            ("; OneShot or TwoShot never slower than ring LL at 8 B..256 KB: " +
              ("yes" if not slower else "NOT at %s" % slower)) if g == "0" else ""))
         rows = []
         for s in sorted(t["agg1"]):
