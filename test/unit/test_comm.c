@@ -653,10 +653,13 @@ static void case_nonblocking_ops(void) {
 #ifndef TEST_REAL_GPU
   CHECK_EQ_INT(__atomic_load_n(&fake_cudart.launches, __ATOMIC_RELAXED) - launches0, 4);
 #endif
-  for (int r = 0; r < 2; r++) {
-    CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
-    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
-  }
+  /* Both settled before either is destroyed: on emulated devices no kernel moves data, so each
+   * rank's proxy still waits for the steps of the network connections when the operations
+   * count as done, and a peer's destroy closing them can surface as a network error: the
+   * likely cause of this check failing now and then on a loaded machine (ASan, rank 1 got
+   * ncclRemoteError after rank 0 was destroyed first). */
+  for (int r = 0; r < 2; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+  for (int r = 0; r < 2; r++) CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
   /* Rank 1 of d never takes part: rank 0's group end connects until its abort cuts it short. */
   set_device(0);
   CHECK_EQ_INT(ncclAllReduce(buf[0], buf[0], 1024, ncclFloat, ncclSum, d[0], NULL),
