@@ -660,10 +660,11 @@ d, rs = sys.argv[1], sys.argv[2].split()
 protos = ["LL", "LL128", "Simple", "default"]
 for r in rs:
     for g in ("0", "20"):
-        if not glob.glob(os.path.join(d, "r%s-g%s-*.json" % (r, g))):
+        paths = sorted(glob.glob(os.path.join(d, "r%s-g%s-*.json" % (r, g))))
+        if not paths:
             continue
         runs = {}
-        for path in sorted(glob.glob(os.path.join(d, "r%s-g%s-*.json" % (r, g)))):
+        for path in paths:
             p = os.path.basename(path).split("-")[2]
             try:
                 doc = json.load(open(path))

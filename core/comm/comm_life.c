@@ -334,8 +334,8 @@ static ncclResult_t comm_release(const char* func, ncclComm_t comm, bool abort, 
   /* A destroy lets the operations already launched finish before it says goodbye, as NCCL's
    * finalize does: a goodbye while they still run tells peers that are themselves still in
    * the last operation that this rank left in the middle of it: they give up on it, and this
-   * rank's kernels, no longer watched, would wait for data that never comes. Bounded: a peer that dies or goes
-   * silent meanwhile is reported by the watch, which stops the kernels. */
+   * rank's kernels, no longer watched, would wait for data that never comes. Bounded: a peer
+   * that dies or goes silent meanwhile is reported by the watch, which stops the kernels. */
   if (!abort) (void)enqueue_comm_finalize(comm->dp);
   /* The goodbye: a destroy after the last operation is the normal end; an abort tells peers
    * that may still wait for this rank to stop waiting. */

@@ -5,13 +5,11 @@
  *   time = base(proto) * ops + intra_steps * hop(link_intra, proto) + inter_steps * hop(net, proto)
  *          + nBytes * factor(coll) / (nchannels * per-channel bandwidth(proto))
  *
- * where, for ranks sharing one GPU, hop grows with every rank beyond two polling the same memory
- * (crowd_us), and LL's and LL128's per-channel bandwidths (fitted with 2 ranks) shrink as
- * 2 / ranks.
- *
  * with ring steps 2(n-1) for AllReduce and n-1 for the others (Broadcast and Reduce pipeline a
  * chain of n-1 hops), and factor = 2(n-1)/n for AllReduce, (n-1)/n for AllGather and
- * ReduceScatter (nBytes is the whole gathered buffer), 1 for Broadcast and Reduce.
+ * ReduceScatter (nBytes is the whole gathered buffer), 1 for Broadcast and Reduce. For ranks
+ * sharing one GPU, hop grows with every rank beyond two polling the same memory (crowd_us), and
+ * LL's and LL128's per-channel bandwidths (fitted with 2 ranks) shrink as 2 / ranks.
  */
 #include <math.h>
 #include <string.h>
@@ -166,9 +164,9 @@ void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c,
   const tune_link_row_t* rx = &tune_link_table[multi ? topo->link_inter : topo->link_intra];
   /* Ranks sharing one GPU: every rank beyond two adds to each step, and LL's and LL128's
    * polling receivers share the GPU's memory (the same-GPU row's bandwidths are for two). */
-  const bool same_gpu = topo->link_intra == TUNE_LINK_SAME_GPU && topo->gpu_share > 1;
-  const float crowd = same_gpu && topo->gpu_share > 2 ? (float)(topo->gpu_share - 2) : 0.0f;
-  const float scale = same_gpu && topo->gpu_share > 2 ? 2.0f / (float)topo->gpu_share : 1.0f;
+  const int share =
+      topo->link_intra == TUNE_LINK_SAME_GPU && topo->gpu_share > 2 ? topo->gpu_share : 2;
+  const float crowd = (float)(share - 2), scale = 2.0f / (float)share;
   for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
     /* A link's own base, unless a tuner changed NCCL's. */
     m->base_us[p] = (float)c->baseLatencies[NCCL_ALGO_RING][p];

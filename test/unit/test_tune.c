@@ -190,8 +190,6 @@ static void case_model_shape(void) {
   tune_destroy(t16);
 }
 
-/* The formula on numbers worked by hand: 4 ranks on NVLink, 32 channels of 20 GB/s, Simple,
- * AllReduce of 32 MiB: 8.4 + 6 * 3.4 us + 32 MiB * 1.5 / (640 GB/s) = 28.8 + 78.64 us. */
 /* Ranks sharing one GPU, as measured on one H200 (the same-GPU row of tune_model.c): with 2 and
  * 4 ranks LL from 8 B to 1 MiB and Simple from 2 MiB (LL128 never: within 4% of LL at best);
  * with 8, every rank beyond two adds LL's larger share to each of 14 steps: LL128 for 8 B. */
@@ -359,6 +357,8 @@ static void case_oneshot_unavailable(void) {
   CHECK_CONTAINS(err_last(), "it allows OneShot for AllReduce, and Choir builds Ring only");
 }
 
+/* The formula on numbers worked by hand: 4 ranks on NVLink, 32 channels of 20 GB/s, Simple,
+ * AllReduce of 32 MiB: 8.4 + 6 * 3.4 us + 32 MiB * 1.5 / (640 GB/s) = 28.8 + 78.64 us. */
 static void case_model_formula(void) {
   env_quiet();
   tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.0f, 0);
