@@ -72,6 +72,10 @@ typedef struct tune_model {
   float bw_ch;                            /* GB/s per channel (the ring's slowest link) */
   float cap_ch[NCCL_NUM_PROTOCOLS];       /* per-channel cap of each protocol, GB/s; 0: none */
   float ll_max_bw;                        /* LL's cap on the whole ring, GB/s */
+  float direct_bw_cta;    /* OneShot, TwoShot: GB/s written to peers per CTA; 0: LL's rate */
+  float direct_cta_crowd; /* the fraction a direct CTA slows per other CTA */
+  float oneshot_hop_us;   /* OneShot's step */
+  float twoshot_hop_us;   /* one TwoShot step */
 } tune_model_t;
 
 /* The constants handed to a v5/v6 tuner's init, filled from the table (NCCL's shape). */

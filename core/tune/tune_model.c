@@ -48,7 +48,15 @@
  *     above; LL128 nowhere (within 4% of LL at best, 64..256 B with 4 ranks).
  *   cap_ch[LL]: LL's polling receiver moves far less than the link per channel (NCCL caps LL at
  *     llMaxBws for the whole ring, below); over the network the proxy moves LL lines in whole
- *     slots, at most the NIC's rate: 0 there. Choir's estimates. */
+ *     slots, at most the NIC's rate: 0 there. Choir's estimates.
+ *   SAME_GPU direct_*: fitted to OneShot and TwoShot forced with 2 and 4 ranks sharing one H200
+ *     (test/device-run.sh algo-sweep, -G 20, medians of 2, 2026-11-29). OneShot's step: 0.15 us
+ *     with 2 ranks (3.5 us at 8 B..2 KB), 0.48 more per rank beyond two (4.5 with 4); its bytes
+ *     about 13 GB/s of writes to peers per CTA (4 ranks, 8 KB on one CTA: 6.28 us), 8% slower
+ *     per other CTA (8 CTAs of 16 KB: 10.76 us with 4 ranks, 6.43 with 2). TwoShot's second
+ *     step waits for every peer's first: 7.3-7.7 us at 128 B..8 KB with 4 ranks against 4.8 with
+ *     2, but 8.69 at 128 KB, where the data hides part of it; 0.3 us per step and rank beyond
+ *     two fits both ends within 15%. */
 typedef struct tune_link_row {
   const char* name;
   int hw;
@@ -59,16 +67,22 @@ typedef struct tune_link_row {
   /* Ranks sharing one GPU only (0 elsewhere: not measured there): added to hop_us per rank
    * beyond two. */
   float crowd_us[NCCL_NUM_PROTOCOLS];
+  /* OneShot and TwoShot (tune_model_direct_time), 0 where not measured: GB/s of bytes written to
+   * peers per CTA (0: LL's per-channel rate of the ring), the fraction a CTA slows per other
+   * CTA of the operation; OneShot's step (0: LL's hop_us) and what each rank beyond two adds to
+   * it; what each rank beyond two adds to a TwoShot step (LL's hop_us). */
+  float direct_bw_cta, direct_cta_crowd, oneshot_hop_us, oneshot_crowd_us, twoshot_crowd_us;
 } tune_link_row_t;
 
 /* clang-format off */
 static const tune_link_row_t tune_link_table[TUNE_LINK_NUM] = {
   /*                       name        hw              hop_us LL, LL128, Simple  bw_ch  cap_ch LL, LL128, Simple   base_us LL, LL128, Simple  crowd_us LL, LL128, Simple */
-  [TUNE_LINK_NVLINK]   = {"NVLink",   NCCL_HW_NVLINK, {0.6f, 1.9f,  3.4f},     20.6f, {8.0f, 0,    0},           {0,    0,    0},            {0,     0,     0}},
-  [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0,    0},           {0,    0,    0},            {0,     0,     0}},
-  [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0,    0},           {0,    0,    0},            {0,     0,     0}},
-  [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0,    0},           {0,    0,    0},            {0,     0,     0}},
-  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.7f, 1.05f, 1.58f},    16.0f, {8.0f, 4.5f, 12.0f},       {3.4f, 3.4f, 3.4f},         {0.21f, 0.11f, 0.66f}},
+  /*                       ...  direct_bw_cta, direct_cta_crowd, oneshot_hop_us, oneshot_crowd_us, twoshot_crowd_us */
+  [TUNE_LINK_NVLINK]   = {"NVLink",   NCCL_HW_NVLINK, {0.6f, 1.9f,  3.4f},     20.6f, {8.0f, 0,    0},           {0,    0,    0},            {0,     0,     0},     0,     0,     0,     0,     0},
+  [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0,    0},           {0,    0,    0},            {0,     0,     0},     0,     0,     0,     0,     0},
+  [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0,    0},           {0,    0,    0},            {0,     0,     0},     0,     0,     0,     0,     0},
+  [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0,    0},           {0,    0,    0},            {0,     0,     0},     0,     0,     0,     0,     0},
+  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.7f, 1.05f, 1.58f},    16.0f, {8.0f, 4.5f, 12.0f},       {3.4f, 3.4f, 3.4f},         {0.21f, 0.11f, 0.66f}, 13.0f, 0.08f, 0.15f, 0.48f, 0.3f},
 };
 /* clang-format on */
 
@@ -182,8 +196,13 @@ void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c,
       tune_min_cap(m->cap_ch[NCCL_PROTO_LL128], (float)c->perChMaxRingLL128Bws[cc][sc]);
   /* NCCL's cap stands for LL over real links; ranks sharing a GPU are bound by its memory,
    * which the same-GPU row's own per-channel caps describe. */
-  m->ll_max_bw = !multi && topo->link_intra == TUNE_LINK_SAME_GPU ? 0.0f
-                                                                  : (float)c->llMaxBws[cc][sc];
+  m->direct_bw_cta = ri->direct_bw_cta;
+  m->direct_cta_crowd = ri->direct_cta_crowd;
+  m->oneshot_hop_us = ri->oneshot_hop_us > 0 ? ri->oneshot_hop_us + ri->oneshot_crowd_us * crowd
+                                             : m->hop_intra_us[NCCL_PROTO_LL];
+  m->twoshot_hop_us = m->hop_intra_us[NCCL_PROTO_LL] + ri->twoshot_crowd_us * crowd;
+  m->ll_max_bw =
+      !multi && topo->link_intra == TUNE_LINK_SAME_GPU ? 0.0f : (float)c->llMaxBws[cc][sc];
   float bi = topo->bw_intra > 0 ? topo->bw_intra : ri->bw_ch;
   float bx = topo->bw_inter > 0 ? topo->bw_inter : rx->bw_ch;
   m->bw_ch = multi && bx < bi ? bx : bi;
@@ -253,16 +272,19 @@ void tune_model_channels(const tune_topo_t* topo, int proto, uint64_t nbytes, in
 
 /* OneShot (tune.h): one LL step over the direct connections instead of 2(n-1) ring steps, but
  * each rank writes its whole input to each of its n-1 peers: every CTA moves (n-1) times its
- * part, at LL's per-channel rate. TwoShot: two steps, 2(n-1)/n of the part. A guess from the
- * ring's constants until measured. */
+ * part, at LL's per-channel rate (or the link's own direct rate per CTA). TwoShot: two steps,
+ * 2(n-1)/n of the part. Over links without direct constants, a guess from the ring's. */
 #define TUNE_DIRECT_BYTES_PER_CTA 8192 /* a CTA more per this many bytes of input */
 float tune_model_direct_time(const tune_model_t* m, const tune_topo_t* topo, int algo,
                              uint64_t nbytes, int nctas) {
   const int n = topo->nranks;
   const bool two = algo == TUNE_ALGO_TWOSHOT;
+  const int k = nctas > 0 ? nctas : 1;
   double bw_ch = m->bw_ch * tune_proto_eff[NCCL_PROTO_LL];
-  if (m->cap_ch[NCCL_PROTO_LL] > 0 && bw_ch > m->cap_ch[NCCL_PROTO_LL]) bw_ch = m->cap_ch[NCCL_PROTO_LL];
-  const double bw = bw_ch * (nctas > 0 ? nctas : 1);
+  if (m->cap_ch[NCCL_PROTO_LL] > 0 && bw_ch > m->cap_ch[NCCL_PROTO_LL])
+    bw_ch = m->cap_ch[NCCL_PROTO_LL];
+  if (m->direct_bw_cta > 0) bw_ch = m->direct_bw_cta / (1.0 + m->direct_cta_crowd * (k - 1));
+  const double bw = bw_ch * k;
   const uint32_t cap = kern_proto_step_capacity(NCCL_PROTO_LL, topo->direct_slot_bytes);
   /* Rounds beyond the first each pay their hops (a CTA's part, or TwoShot's slice of it, larger
    * than a step). */
@@ -274,7 +296,7 @@ float tune_model_direct_time(const tune_model_t* m, const tune_topo_t* topo, int
   }
   const double moved = two ? 2.0 * (n > 1 ? n - 1 : 1) / (n > 1 ? n : 1) : (n > 1 ? n - 1 : 1);
   return (float)((double)m->base_us[NCCL_PROTO_LL] +
-                 rounds * (two ? 2.0 : 1.0) * m->hop_intra_us[NCCL_PROTO_LL] +
+                 rounds * (two ? 2.0 * m->twoshot_hop_us : m->oneshot_hop_us) +
                  moved * (double)nbytes / (bw * 1000.0));
 }
 

@@ -271,6 +271,38 @@ static void case_oneshot(void) {
   }
 }
 
+/* The same-GPU row's direct constants, fitted to OneShot and TwoShot on one H200 (tune_model.c):
+ * with 2 and 4 ranks sharing the GPU, OneShot at 8 B..32 KB (1.2-2.2x the ring with LL there),
+ * TwoShot at 128 KB with 4 ranks (8.7 us against OneShot's 10.8 and the ring's 11.8), the ring
+ * from 512 KB (2.5x faster than either). */
+static void case_same_gpu_direct(void) {
+  env_quiet();
+  for (int n = 2; n <= 4; n += 2) {
+    const tune_topo_t topo =
+        topo_direct(topo_make(n, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0));
+    tune_t* t = NULL;
+    CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+    if (t == NULL) continue;
+    const struct {
+      uint64_t bytes;
+      int algo;
+    } want[] = {{8, TUNE_ALGO_ONESHOT},
+                {2048, TUNE_ALGO_ONESHOT},
+                {8192, TUNE_ALGO_ONESHOT},
+                {32768, TUNE_ALGO_ONESHOT},
+                {131072, n == 4 ? TUNE_ALGO_TWOSHOT : NCCL_ALGO_RING},
+                {524288, NCCL_ALGO_RING}};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+      tune_choice_t c;
+      CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, want[i].bytes, 1, &c), ncclSuccess);
+      CHECK_MSG(c.algo == want[i].algo, "%d ranks on one GPU, AllReduce %llu B: %s, expected %s", n,
+                (unsigned long long)want[i].bytes, tune_algo_name(c.algo),
+                tune_algo_name(want[i].algo));
+    }
+    tune_destroy(t);
+  }
+}
+
 static const tune_topo_t* oneshot_topo(void) {
   static tune_topo_t t;
   t = topo_direct(topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0));
@@ -836,6 +868,7 @@ int main(int argc, char** argv) {
   fork_case("model_shape", case_model_shape);
   fork_case("same_gpu", case_same_gpu);
   fork_case("oneshot", case_oneshot);
+  fork_case("same_gpu_direct", case_same_gpu_direct);
   fork_case("oneshot_forced", case_oneshot_forced);
   fork_case("oneshot_excluded", case_oneshot_excluded);
   fork_case("twoshot_forced", case_twoshot_forced);
