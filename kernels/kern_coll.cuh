@@ -208,16 +208,32 @@ template <int PROTO, class R, bool DIRECT = false>
 __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
   for (uint32_t i = 0; i < b.nworks; i++) {
     const kern_coll_work_t& w = b.works[i];
+    if constexpr (PROTO == KERN_PROTO_LL && DIRECT) {
+      /* OneShot and TwoShot works are LL AllReduces: they share the LL batch kernel. Consecutive
+       * OneShot works with the same operator arguments run as one stream of lines
+       * (direct_allreduce): their small steps merge. */
+      if (w.algo == KERN_ALGO_ONESHOT) {
+        uint32_t j = i + 1;
+        while (j < b.nworks && b.works[j].algo == KERN_ALGO_ONESHOT &&
+               b.works[j].scalar_bits == w.scalar_bits && b.works[j].scalar_ptr == w.scalar_ptr &&
+               b.works[j].divisor == w.divisor)
+          j++;
+        for (uint32_t k = i; k < j; k++)
+          if ((int)blockIdx.x < b.works[k].nchannels) prof_mark_start(b.works[k].prof);
+        direct_allreduce(R(w.scalar_bits, w.scalar_ptr, w.divisor), &b.works[i], j - i);
+        for (uint32_t k = i; k < j; k++)
+          if ((int)blockIdx.x < b.works[k].nchannels) prof_mark_stop(b.works[k].prof);
+        __syncthreads();
+        i = j - 1;
+        continue;
+      }
+    }
     if ((int)blockIdx.x >= w.nchannels) continue;
     const R r(w.scalar_bits, w.scalar_ptr, w.divisor);
     if constexpr (PROTO == KERN_PROTO_LL && DIRECT) {
-      /* OneShot works are LL AllReduces: they share the LL batch kernel. */
-      if (w.algo == KERN_ALGO_ONESHOT || w.algo == KERN_ALGO_TWOSHOT) {
+      if (w.algo == KERN_ALGO_TWOSHOT) {
         prof_mark_start(w.prof);
-        if (w.algo == KERN_ALGO_TWOSHOT)
-          direct_allreduce_twoshot(r, w);
-        else
-          direct_allreduce(r, w);
+        direct_allreduce_twoshot(r, w);
         prof_mark_stop(w.prof);
         __syncthreads();
         continue;

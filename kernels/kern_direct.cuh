@@ -176,30 +176,65 @@ __device__ __forceinline__ void direct_close(kern_comm_t* comm, const direct_sta
   }
 }
 
+/* A run of OneShot works (one, or consecutive ones of a batch with the same operator
+ * arguments), as one stream of lines: CTA g's part of every work, in order, each work's lines
+ * after the previous one's. Every rank builds the same stream from the same works, so a step
+ * carries the same lines everywhere, and many small works share one step instead of paying a
+ * step each. */
+struct direct_run {
+  const char* in[KERN_COLL_BATCH_MAX];
+  char* out[KERN_COLL_BATCH_MAX];
+  uint64_t nbytes[KERN_COLL_BATCH_MAX]; /* this CTA's part of work k */
+  uint64_t lend[KERN_COLL_BATCH_MAX];   /* lines of works 0..k together */
+};
+
+/* OneShot over works ws[0..nw) (1 <= nw <= KERN_COLL_BATCH_MAX, one communicator, r valid for
+ * all of them). Every CTA of the grid calls it; those past every work's CTAs return at once. */
 template <class R>
-__device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_work_t& w) {
+__device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_work_t* ws,
+                                                 uint32_t nw) {
   using B = typename R::B;
-  kern_comm_t* comm = w.comm;
+  kern_comm_t* comm = ws[0].comm;
   const int n = comm->nranks, me = comm->rank;
   const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
+  int ctas = 0;
+  for (uint32_t k = 0; k < nw; k++) ctas = ws[k].nchannels > ctas ? ws[k].nchannels : ctas;
+  if ((int)blockIdx.x >= ctas) return; /* the same for the whole CTA */
   __shared__ direct_state sh;
-  direct_open(comm, w, sh);
-  uint64_t off, cnt;
-  kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off, &cnt);
-  const uint64_t nbytes = cnt * sizeof(B);
-  const char* in = (const char*)w.sendbuff + off * sizeof(B);
-  char* out = (char*)w.recvbuff + off * sizeof(B);
-  const uint32_t cap = sh.step_cap;
-  for (uint64_t base = 0; base < nbytes && !sh.aborted; base += cap) {
-    const uint64_t sb = nbytes - base < cap ? nbytes - base : cap;
-    const uint32_t nlines = (uint32_t)((sb + 7) / 8);
+  __shared__ direct_run run;
+  if (tid < nw) {
+    const kern_coll_work_t& w = ws[tid];
+    uint64_t off = 0, cnt = 0;
+    if ((int)blockIdx.x < w.nchannels)
+      kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off,
+                      &cnt);
+    run.in[tid] = (const char*)w.sendbuff + off * sizeof(B);
+    run.out[tid] = (char*)w.recvbuff + off * sizeof(B);
+    run.nbytes[tid] = cnt * sizeof(B);
+  }
+  direct_open(comm, ws[0], sh); /* ends with a barrier: run's entries are visible */
+  if (tid == 0) {
+    uint64_t lines = 0;
+    for (uint32_t k = 0; k < nw; k++) {
+      lines += (run.nbytes[k] + 7) / 8;
+      run.lend[k] = lines;
+    }
+  }
+  __syncthreads();
+  const uint64_t total = run.lend[nw - 1];
+  const uint32_t cap_lines = sh.step_cap / 8;
+  uint32_t k = 0; /* a thread's lines only grow: its work index too */
+  for (uint64_t base = 0; base < total && !sh.aborted; base += cap_lines) {
+    const uint32_t nlines = total - base < cap_lines ? (uint32_t)(total - base) : cap_lines;
     direct_room(comm, sh, 1);
     if (sh.aborted) break;
     /* Write this rank's lines to every peer, then fold every rank's in rank order. */
     for (uint32_t l = tid; l < nlines; l += nthreads) {
-      const uint64_t o = base + (uint64_t)l * 8;
+      const uint64_t gl = base + l;
+      while (run.lend[k] <= gl) k++;
+      const uint64_t o = (gl - (k > 0 ? run.lend[k - 1] : 0)) * 8, nbytes = run.nbytes[k];
       const uint32_t valid = nbytes - o < 8 ? (uint32_t)(nbytes - o) : 8u;
-      const uint2 mine = r.pre(user_load<uint2>(in + o, valid), true);
+      const uint2 mine = r.pre(user_load<uint2>(run.in[k] + o, valid), true);
       for (int q = 0; q < n; q++)
         if (q != me) direct_put(sh, q, 0, l, mine);
       uint2 acc = mine;
@@ -210,7 +245,7 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
         acc = q == 0 ? x : r.reduce(acc, x);
       }
       if (!ok) break;
-      user_store(out + o, r.post(acc), valid);
+      user_store(run.out[k] + o, r.post(acc), valid);
     }
     direct_advance(comm, sh, 1);
   }
@@ -311,7 +346,7 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
   if (w.algo == KERN_ALGO_TWOSHOT)
     direct_allreduce_twoshot(r, w);
   else
-    direct_allreduce(r, w);
+    direct_allreduce(r, &w, 1);
   prof_mark_stop(w.prof);
 }
 
