@@ -9,7 +9,8 @@
  * chain of n-1 hops), and factor = 2(n-1)/n for AllReduce, (n-1)/n for AllGather and
  * ReduceScatter (nBytes is the whole gathered buffer), 1 for Broadcast and Reduce. For ranks
  * sharing one GPU, hop grows with every rank beyond two polling the same memory (crowd_us), and
- * LL's and LL128's per-channel bandwidths (fitted with 2 ranks) shrink as 2 / ranks.
+ * Simple's per-channel bandwidth (fitted with 2 ranks) grows as ranks / 2, each rank having
+ * fewer channels (tune_model_build).
  */
 #include <math.h>
 #include <string.h>
@@ -41,9 +42,13 @@
  *     1.58 us (4.8, 5.5 and 6.6 us at 32 B..2 KB); each rank beyond two adds LL 0.21, LL128
  *     0.11, Simple 0.66 us to every step (4 ranks: 10.1, 11.0 and 20.8 us: the pollers share
  *     the GPU's memory). Per channel about 8 GB/s of LL data, 4.5 of LL128 and 12 of Simple
- *     with 2 ranks (bw_ch 16 with LL's 8-of-16 bytes gives LL's 8; caps give the others); LL's
- *     and LL128's shrink as 2 / ranks (4 ranks, 2 to 4 MB: LL 3.9 GB/s a channel), Simple's
- *     held (9 GB/s a channel at 2 to 4 MB with 4 ranks). NCCL's llMaxBws does not apply
+ *     with 2 ranks (bw_ch 16 with LL's 8-of-16 bytes gives LL's 8; caps give the others), on
+ *     33 channels a rank. With 4 ranks a rank has 16 channels (the CTA cap): LL about 8 GB/s a
+ *     channel at 2 to 4 MB (a rank's whole rate halved), Simple about 18 (a rank's whole rate
+ *     held). (Until 2026-11-29 this fit assumed 33 channels with 4 ranks too, and scaled LL's
+ *     and LL128's rates by 2 / ranks instead: the same choices between ring protocols, but
+ *     ring times too long by up to 40%, which made TwoShot look faster than the ring at 512 KB
+ *     with 4 ranks, where it is 1.23x slower.) NCCL's llMaxBws does not apply
  *     (tune_model_build). So: LL up to about 1.3 MB with 2 ranks and 1.4 MB with 4, Simple
  *     above; LL128 nowhere (within 4% of LL at best, 64..256 B with 4 ranks).
  *   cap_ch[LL]: LL's polling receiver moves far less than the link per channel (NCCL caps LL at
@@ -176,11 +181,15 @@ void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c,
   bool multi = topo->nnodes > 1;
   const tune_link_row_t* ri = &tune_link_table[topo->link_intra];
   const tune_link_row_t* rx = &tune_link_table[multi ? topo->link_inter : topo->link_intra];
-  /* Ranks sharing one GPU: every rank beyond two adds to each step, and LL's and LL128's
-   * polling receivers share the GPU's memory (the same-GPU row's bandwidths are for two). */
+  /* Ranks sharing one GPU: every rank beyond two adds to each step. Each rank's ring gets
+   * 1/(2 ranks) of the GPU's multiprocessors as channels (comm_init's CTA cap: 33 with 2 ranks
+   * on an H200, 16 with 4, 8 with 8); the row's per-channel bandwidths are for two ranks. With
+   * more, LL's and LL128's per-channel rates held (the pollers share the GPU's memory: a rank's
+   * whole rate shrinks with its channels, as 2 / ranks), Simple's grew as ranks / 2 (a rank's
+   * whole rate held). */
   const int share =
       topo->link_intra == TUNE_LINK_SAME_GPU && topo->gpu_share > 2 ? topo->gpu_share : 2;
-  const float crowd = (float)(share - 2), scale = 2.0f / (float)share;
+  const float crowd = (float)(share - 2), simple_scale = (float)share / 2.0f;
   for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
     /* A link's own base, unless a tuner changed NCCL's. */
     m->base_us[p] = (float)c->baseLatencies[NCCL_ALGO_RING][p];
@@ -190,7 +199,7 @@ void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c,
     m->hop_intra_us[p] = tune_hop(topo->link_intra, p, c, &def) + ri->crowd_us[p] * crowd;
     m->hop_inter_us[p] = tune_hop(multi ? topo->link_inter : topo->link_intra, p, c, &def);
     m->cap_ch[p] = multi ? tune_min_cap(ri->cap_ch[p], rx->cap_ch[p]) : ri->cap_ch[p];
-    if (p != NCCL_PROTO_SIMPLE) m->cap_ch[p] *= scale;
+    if (p == NCCL_PROTO_SIMPLE) m->cap_ch[p] *= simple_scale;
   }
   m->cap_ch[NCCL_PROTO_LL128] =
       tune_min_cap(m->cap_ch[NCCL_PROTO_LL128], (float)c->perChMaxRingLL128Bws[cc][sc]);
@@ -203,7 +212,7 @@ void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c,
   m->twoshot_hop_us = m->hop_intra_us[NCCL_PROTO_LL] + ri->twoshot_crowd_us * crowd;
   m->ll_max_bw =
       !multi && topo->link_intra == TUNE_LINK_SAME_GPU ? 0.0f : (float)c->llMaxBws[cc][sc];
-  float bi = topo->bw_intra > 0 ? topo->bw_intra : ri->bw_ch;
+  float bi = topo->bw_intra > 0 ? topo->bw_intra : ri->bw_ch * simple_scale;
   float bx = topo->bw_inter > 0 ? topo->bw_inter : rx->bw_ch;
   m->bw_ch = multi && bx < bi ? bx : bi;
 }

@@ -56,6 +56,10 @@ static tune_topo_t topo_make(int nranks, int nnodes, tune_link_t intra, tune_lin
   return t;
 }
 
+/* The ring channels of each of n ranks sharing one H200 (132 multiprocessors): comm_init's CTA
+ * cap, 132 / (2 n), at most 64. */
+static int same_gpu_channels(int n) { return 132 / (2 * n) > 64 ? 64 : 132 / (2 * n); }
+
 #define NFIX 6
 static void fixtures(fixture_t f[NFIX]) {
   /* Channel counts and per-channel bandwidths of the graph search's order on such machines. */
@@ -196,7 +200,8 @@ static void case_model_shape(void) {
 static void case_same_gpu(void) {
   env_quiet();
   for (int n = 2; n <= 8; n *= 2) {
-    tune_topo_t topo = topo_make(n, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0);
+    tune_topo_t topo =
+        topo_make(n, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, same_gpu_channels(n), 0, 0);
     tune_t* t = NULL;
     CHECK_EQ_INT(tune_create(&topo, 0x1234, 0, &t), ncclSuccess);
     if (t == NULL) continue;
@@ -227,7 +232,8 @@ static tune_topo_t topo_direct(tune_topo_t t) {
 static void case_oneshot(void) {
   env_quiet();
   const tune_topo_t tops[2] = {
-      topo_direct(topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0)),
+      topo_direct(
+          topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, same_gpu_channels(4), 0, 0)),
       topo_direct(topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.6f, 0))};
   const uint32_t cap = kern_proto_step_capacity(KERN_PROTO_LL, 65536);
   for (int f = 0; f < 2; f++) {
@@ -278,8 +284,8 @@ static void case_oneshot(void) {
 static void case_same_gpu_direct(void) {
   env_quiet();
   for (int n = 2; n <= 4; n += 2) {
-    const tune_topo_t topo =
-        topo_direct(topo_make(n, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0));
+    const tune_topo_t topo = topo_direct(
+        topo_make(n, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, same_gpu_channels(n), 0, 0));
     tune_t* t = NULL;
     CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
     if (t == NULL) continue;
@@ -305,7 +311,8 @@ static void case_same_gpu_direct(void) {
 
 static const tune_topo_t* oneshot_topo(void) {
   static tune_topo_t t;
-  t = topo_direct(topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0));
+  t = topo_direct(
+      topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, same_gpu_channels(4), 0, 0));
   return &t;
 }
 
@@ -354,7 +361,8 @@ static void case_oneshot_excluded(void) {
 /* Without the direct connections it is never chosen. */
 static void case_oneshot_unmade(void) {
   env_quiet();
-  tune_topo_t plain = topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0);
+  tune_topo_t plain =
+      topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, same_gpu_channels(4), 0, 0);
   plain.direct_ctas = 8; /* connections without the algorithm's bit: still not usable */
   plain.direct_slot_bytes = 65536;
   tune_t* t = NULL;
@@ -382,7 +390,8 @@ static void case_oneshot_alone(void) {
 static void case_oneshot_unavailable(void) {
   env_quiet();
   setenv("NCCL_ALGO", "allreduce:oneshot", 1);
-  tune_topo_t plain = topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, 33, 0, 0);
+  tune_topo_t plain =
+      topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, same_gpu_channels(4), 0, 0);
   tune_t* t = NULL;
   err_clear_last();
   CHECK_EQ_INT(tune_create(&plain, 1, 0, &t), ncclInvalidUsage);
