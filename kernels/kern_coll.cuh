@@ -312,14 +312,21 @@ cudaError_t coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
 }
 
 /* The grid and CTA of a batch: the largest of the works' (kernels.h), the threads clamped to
- * what the protocol's kernel is built for. */
-__host__ inline void coll_batch_dims(const kern_coll_batch_t* b, unsigned maxt, unsigned* grid_p,
-                                     unsigned* threads_p) {
+ * what the protocol's kernel is built for. OneShot works run as one stream of lines
+ * (direct_allreduce): their CTA gets a thread per line of the stream (the lines of every OneShot
+ * work's largest part together), not only its largest work's count. elem: the type's size. */
+__host__ inline void coll_batch_dims(const kern_coll_batch_t* b, unsigned maxt, unsigned elem,
+                                     unsigned* grid_p, unsigned* threads_p) {
   unsigned g = 0, t = 0;
+  uint64_t lines = 0;
   for (uint32_t i = 0; i < b->nworks; i++) {
-    if ((unsigned)b->works[i].nchannels > g) g = (unsigned)b->works[i].nchannels;
-    if (b->works[i].nthreads > t) t = b->works[i].nthreads;
+    const kern_coll_work_t* w = &b->works[i];
+    if ((unsigned)w->nchannels > g) g = (unsigned)w->nchannels;
+    if (w->nthreads > t) t = w->nthreads;
+    if (w->algo == KERN_ALGO_ONESHOT && w->nchannels > 0)
+      lines += (w->count * elem / (uint64_t)w->nchannels + 16 + 7) / 8;
   }
+  if (lines > t) t = lines > KERN_NTHREADS ? KERN_NTHREADS : (unsigned)(lines + 31) / 32 * 32;
   *grid_p = g;
   *threads_p = t < maxt ? t : maxt;
 }
@@ -335,7 +342,7 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
                                          coll_batch_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>()};
   const int proto = b->works[0].proto;
   unsigned grid, nt;
-  coll_batch_dims(b, maxt[proto], &grid, &nt);
+  coll_batch_dims(b, maxt[proto], (unsigned)sizeof(typename red<OP, TYPE>::B), &grid, &nt);
   void* params[] = {(void*)b};
   return cudaLaunchKernel(fns[proto], dim3(grid), dim3(nt), params, 0, stream);
 }

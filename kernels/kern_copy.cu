@@ -69,7 +69,7 @@ cudaError_t copy_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
 template <int PROTO>
 cudaError_t copy_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   unsigned grid, nt;
-  coll_batch_dims(b, KERN_NTHREADS, &grid, &nt);
+  coll_batch_dims(b, KERN_NTHREADS, 1, &grid, &nt);
   void* params[] = {(void*)b};
   return cudaLaunchKernel((const void*)kern_copy_coll_batch_kernel<PROTO>, dim3(grid), dim3(nt),
                           params, 0, stream);
