@@ -272,6 +272,15 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
     *so = o * sizeof(B);
     *sn = c * sizeof(B);
   };
+  /* Slice q's bytes in the round at `base`: where they start, where the slice ends, its lines. */
+  auto round_of = [&](int q, uint64_t base, uint64_t* start, uint64_t* end, uint32_t* nlines) {
+    uint64_t so, sn;
+    slice(q, &so, &sn);
+    const uint64_t sb = sn > base ? (sn - base < sh.step_cap ? sn - base : sh.step_cap) : 0;
+    *start = so + base;
+    *end = so + sn;
+    *nlines = (uint32_t)((sb + 7) / 8);
+  };
   uint64_t first, most;
   slice(0, &first, &most); /* slice 0 is the longest */
   const uint32_t cap = sh.step_cap;
@@ -281,13 +290,11 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
     /* Step 1: slice q of this rank's input to rank q. */
     for (int q = 0; q < n; q++) {
       if (q == me) continue;
-      uint64_t so, sn;
-      slice(q, &so, &sn);
-      const uint64_t sb = sn > base ? (sn - base < cap ? sn - base : cap) : 0;
-      const uint32_t nlines = (uint32_t)((sb + 7) / 8);
+      uint64_t start, end;
+      uint32_t nlines;
+      round_of(q, base, &start, &end, &nlines);
       for (uint32_t l = tid; l < nlines; l += nthreads) {
-        const uint64_t o = so + base + (uint64_t)l * 8;
-        const uint64_t end = so + sn;
+        const uint64_t o = start + (uint64_t)l * 8;
         const uint32_t valid = end - o < 8 ? (uint32_t)(end - o) : 8u;
         direct_put(sh, q, 0, l, r.pre(user_load<uint2>(in + o, valid), true));
       }
@@ -295,13 +302,11 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
     /* Step 2: fold this rank's slice from every rank, store it and give it to every peer. */
     bool ok = true;
     {
-      uint64_t so, sn;
-      slice(me, &so, &sn);
-      const uint64_t sb = sn > base ? (sn - base < cap ? sn - base : cap) : 0;
-      const uint32_t nlines = (uint32_t)((sb + 7) / 8);
+      uint64_t start, end;
+      uint32_t nlines;
+      round_of(me, base, &start, &end, &nlines);
       for (uint32_t l = tid; l < nlines && ok; l += nthreads) {
-        const uint64_t o = so + base + (uint64_t)l * 8;
-        const uint64_t end = so + sn;
+        const uint64_t o = start + (uint64_t)l * 8;
         const uint32_t valid = end - o < 8 ? (uint32_t)(end - o) : 8u;
         const uint2 mine = r.pre(user_load<uint2>(in + o, valid), true);
         uint2 acc = mine;
@@ -320,13 +325,11 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
     /* ... and take every other rank's reduced slice. */
     for (int q = 0; q < n && ok; q++) {
       if (q == me) continue;
-      uint64_t so, sn;
-      slice(q, &so, &sn);
-      const uint64_t sb = sn > base ? (sn - base < cap ? sn - base : cap) : 0;
-      const uint32_t nlines = (uint32_t)((sb + 7) / 8);
+      uint64_t start, end;
+      uint32_t nlines;
+      round_of(q, base, &start, &end, &nlines);
       for (uint32_t l = tid; l < nlines && ok; l += nthreads) {
-        const uint64_t o = so + base + (uint64_t)l * 8;
-        const uint64_t end = so + sn;
+        const uint64_t o = start + (uint64_t)l * 8;
         const uint32_t valid = end - o < 8 ? (uint32_t)(end - o) : 8u;
         uint2 v;
         ok = direct_poll(comm, sh, q, 1, l, &v);
