@@ -289,10 +289,14 @@ float tune_model_direct_time(const tune_model_t* m, const tune_topo_t* topo, int
   const int n = topo->nranks;
   const bool two = algo == TUNE_ALGO_TWOSHOT;
   const int k = nctas > 0 ? nctas : 1;
-  double bw_ch = m->bw_ch * tune_proto_eff[NCCL_PROTO_LL];
-  if (m->cap_ch[NCCL_PROTO_LL] > 0 && bw_ch > m->cap_ch[NCCL_PROTO_LL])
-    bw_ch = m->cap_ch[NCCL_PROTO_LL];
-  if (m->direct_bw_cta > 0) bw_ch = m->direct_bw_cta / (1.0 + m->direct_cta_crowd * (k - 1));
+  double bw_ch;
+  if (m->direct_bw_cta > 0) {
+    bw_ch = m->direct_bw_cta / (1.0 + m->direct_cta_crowd * (k - 1));
+  } else {
+    bw_ch = m->bw_ch * tune_proto_eff[NCCL_PROTO_LL];
+    if (m->cap_ch[NCCL_PROTO_LL] > 0 && bw_ch > m->cap_ch[NCCL_PROTO_LL])
+      bw_ch = m->cap_ch[NCCL_PROTO_LL];
+  }
   const double bw = bw_ch * k;
   const uint32_t cap = kern_proto_step_capacity(NCCL_PROTO_LL, topo->direct_slot_bytes);
   /* Rounds beyond the first each pay their hops (a CTA's part, or TwoShot's slice of it, larger
