@@ -202,25 +202,22 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
   if ((int)blockIdx.x >= ctas) return; /* the same for the whole CTA */
   __shared__ direct_state sh;
   __shared__ direct_run run;
-  if (tid < nw) {
-    const kern_coll_work_t& w = ws[tid];
-    uint64_t off = 0, cnt = 0;
-    if ((int)blockIdx.x < w.nchannels)
-      kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off,
-                      &cnt);
-    run.in[tid] = (const char*)w.sendbuff + off * sizeof(B);
-    run.out[tid] = (char*)w.recvbuff + off * sizeof(B);
-    run.nbytes[tid] = cnt * sizeof(B);
-  }
-  direct_open(comm, ws[0], sh); /* ends with a barrier: run's entries are visible */
   if (tid == 0) {
     uint64_t lines = 0;
     for (uint32_t k = 0; k < nw; k++) {
-      lines += (run.nbytes[k] + 7) / 8;
+      const kern_coll_work_t& w = ws[k];
+      uint64_t off = 0, cnt = 0;
+      if ((int)blockIdx.x < w.nchannels)
+        kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off,
+                        &cnt);
+      run.in[k] = (const char*)w.sendbuff + off * sizeof(B);
+      run.out[k] = (char*)w.recvbuff + off * sizeof(B);
+      run.nbytes[k] = cnt * sizeof(B);
+      lines += (cnt * sizeof(B) + 7) / 8;
       run.lend[k] = lines;
     }
   }
-  __syncthreads();
+  direct_open(comm, ws[0], sh); /* ends with a barrier: run's entries are visible */
   const uint64_t total = run.lend[nw - 1];
   const uint32_t cap_lines = sh.step_cap / 8;
   uint32_t k = 0; /* a thread's lines only grow: its work index too */
