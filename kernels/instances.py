@@ -56,15 +56,6 @@ FAMILIES = [
         types=ALL_TYPES,
     ),
     dict(
-        name="coll",
-        header="kern_coll.cuh",
-        macro="KERN_COLL_INSTANCE",
-        fn_type="kern_coll_launch_fn",
-        table="kern_coll_table",
-        ops=ALL_OPS,
-        types=ALL_TYPES,
-    ),
-    dict(
         name="coll_batch",
         header="kern_coll.cuh",
         macro="KERN_COLL_BATCH_INSTANCE",

@@ -244,71 +244,25 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
   }
 }
 
-/* Threads per CTA a kernel is built for. LL128 with an operator that needs registers of its own
- * (avg, premulsum) does not fit 512 threads without spilling; it runs with at most 384. Fewer
- * threads on one rank than on its peers is safe: every protocol's step sizes and line ownership
- * are decided per rank from the work, never from the peer's thread count. */
+/* Threads per CTA a kernel is built for (every collective runs in a batch kernel, a single work
+ * as a batch of one). At 512 threads ptxas (CUDA 13.0, sm_90) spills in the LL128 kernels of an
+ * operator with registers of its own (avg, premulsum) and of fp8, whose lanes widen to fp16,
+ * and in the Simple kernels of f64 avg and premulsum: those run with at most 384 threads (the
+ * build fails on a spill). Fewer threads on one rank than on its peers is safe: every protocol's
+ * step sizes and line ownership are decided per rank from the work, never from the peer's
+ * thread count. */
 template <int OP, int TYPE, int PROTO>
 constexpr int coll_max_threads() {
-  return PROTO == KERN_PROTO_LL128 && red<OP, TYPE>::heavy ? 384 : KERN_NTHREADS;
+  return (PROTO == KERN_PROTO_LL128 && (red<OP, TYPE>::heavy || red<OP, TYPE>::fp8)) ||
+                 (PROTO == KERN_PROTO_SIMPLE && red<OP, TYPE>::heavy)
+             ? 384
+             : KERN_NTHREADS;
 }
 
 template <int OP, int TYPE, int PROTO>
 __global__ void __launch_bounds__(coll_max_threads<OP, TYPE, PROTO>(), 1)
-    kern_coll_kernel(const __grid_constant__ kern_coll_work_t w) {
-  const red<OP, TYPE> r(w.scalar_bits, w.scalar_ptr, w.divisor);
-  coll_run<PROTO>(r, w);
-}
-
-/* The batch kernels' loop over works keeps a few more registers live: at 512 threads ptxas (CUDA
- * 13.0, sm_90) spilled in the LL128 batch kernels of fp8 and the Simple ones of f64 avg and
- * premulsum. LL128 batches, and Simple ones with an operator of its own registers, run with at
- * most 384 threads (the single-work kernels keep theirs). */
-template <int OP, int TYPE, int PROTO>
-constexpr int coll_batch_max_threads() {
-  return PROTO == KERN_PROTO_LL128 || (PROTO == KERN_PROTO_SIMPLE && red<OP, TYPE>::heavy)
-             ? 384
-             : coll_max_threads<OP, TYPE, PROTO>();
-}
-
-template <int OP, int TYPE, int PROTO>
-__global__ void __launch_bounds__(coll_batch_max_threads<OP, TYPE, PROTO>(), 1)
     kern_coll_batch_kernel(const __grid_constant__ kern_coll_batch_t b) {
   coll_batch_run<PROTO, red<OP, TYPE>, true>(b);
-}
-
-/* One kernel per protocol: each path keeps its own registers. w == NULL: load the kernels only
- * (see kern_preload in kernels.h). */
-template <int OP, int TYPE>
-cudaError_t coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
-  const void* fns[KERN_PROTO_NUM] = {(const void*)kern_coll_kernel<OP, TYPE, KERN_PROTO_LL>,
-                                     (const void*)kern_coll_kernel<OP, TYPE, KERN_PROTO_LL128>,
-                                     (const void*)kern_coll_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
-  const void* direct = (const void*)kern_direct_kernel<OP, TYPE>;
-  if (w == nullptr) {
-    const void* bfns[KERN_PROTO_NUM] = {
-        (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL>,
-        (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL128>,
-        (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
-    cudaFuncAttributes attr;
-    cudaError_t e = cudaSuccess;
-    for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++)
-      e = cudaFuncGetAttributes(&attr, fns[p]);
-    for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++)
-      e = cudaFuncGetAttributes(&attr, bfns[p]);
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, direct);
-    return e;
-  }
-  if (w->algo == KERN_ALGO_ONESHOT || w->algo == KERN_ALGO_TWOSHOT) {
-    void* params[] = {(void*)w};
-    return cudaLaunchKernel(direct, dim3(w->nchannels), dim3(w->nthreads), params, 0, stream);
-  }
-  const unsigned maxt[KERN_PROTO_NUM] = {coll_max_threads<OP, TYPE, KERN_PROTO_LL>(),
-                                         coll_max_threads<OP, TYPE, KERN_PROTO_LL128>(),
-                                         coll_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>()};
-  const unsigned nt = w->nthreads < maxt[w->proto] ? w->nthreads : maxt[w->proto];
-  void* params[] = {(void*)w};
-  return cudaLaunchKernel(fns[w->proto], dim3(w->nchannels), dim3(nt), params, 0, stream);
 }
 
 /* The grid and CTA of a batch: the largest of the works' (kernels.h), the threads clamped to
@@ -331,34 +285,34 @@ __host__ inline void coll_batch_dims(const kern_coll_batch_t* b, unsigned maxt, 
   *threads_p = t < maxt ? t : maxt;
 }
 
+/* One kernel per protocol: each path keeps its own registers. b == NULL: load the kernels only
+ * (see kern_preload in kernels.h). The launch copies only the works in use (kern_internal.h). */
 template <int OP, int TYPE>
 cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   const void* fns[KERN_PROTO_NUM] = {
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL>,
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL128>,
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
-  const unsigned maxt[KERN_PROTO_NUM] = {coll_batch_max_threads<OP, TYPE, KERN_PROTO_LL>(),
-                                         coll_batch_max_threads<OP, TYPE, KERN_PROTO_LL128>(),
-                                         coll_batch_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>()};
+  if (b == nullptr) {
+    cudaFuncAttributes attr;
+    cudaError_t e = cudaSuccess;
+    for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++)
+      e = cudaFuncGetAttributes(&attr, fns[p]);
+    return e;
+  }
+  const unsigned maxt[KERN_PROTO_NUM] = {coll_max_threads<OP, TYPE, KERN_PROTO_LL>(),
+                                         coll_max_threads<OP, TYPE, KERN_PROTO_LL128>(),
+                                         coll_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>()};
   const int proto = b->works[0].proto;
   unsigned grid, nt;
   coll_batch_dims(b, maxt[proto], (unsigned)sizeof(typename red<OP, TYPE>::B), &grid, &nt);
-  void* params[] = {(void*)b};
-  return cudaLaunchKernel(fns[proto], dim3(grid), dim3(nt), params, 0, stream);
+  return kern_launch_prefix(fns[proto], grid, nt, b, KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }
 
 } /* namespace kern */
 
-/* One reduction-collective instance, as listed by instances.py. */
-#define KERN_COLL_INSTANCE(opname, tyname, OPE, TYE)                                            \
-  extern "C" kern_coll_launch_fn kern_coll_launch_##opname##_##tyname;                          \
-  extern "C" cudaError_t kern_coll_launch_##opname##_##tyname(const kern_coll_work_t* w,        \
-                                                              cudaStream_t stream) {            \
-    return kern::coll_launch<OPE, TYE>(w, stream);                                              \
-  }
-
-/* Its batch launcher (kernels.h: kern_coll_batch_t); the batch kernels load with the single ones
- * (coll_launch with no work). */
+/* One reduction-collective instance, as listed by instances.py: the launcher of its batch kernels
+ * (kernels.h: kern_coll_batch_t), which also run single works. */
 #define KERN_COLL_BATCH_INSTANCE(opname, tyname, OPE, TYE)                                      \
   extern "C" kern_coll_batch_launch_fn kern_coll_batch_launch_##opname##_##tyname;              \
   extern "C" cudaError_t kern_coll_batch_launch_##opname##_##tyname(const kern_coll_batch_t* b, \

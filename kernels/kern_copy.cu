@@ -1,7 +1,7 @@
 /*
  * The byte-moving kernels, built once whatever kernel_subset keeps: Broadcast and AllGather
- * (the host passes counts in bytes), one kernel per protocol for one work and one for a batch of
- * them, and batches of sends, receives and local copies (Simple). They use the primitives with a
+ * (the host passes counts in bytes), one kernel per protocol for a batch of one work or more, and
+ * batches of sends, receives and local copies (Simple). They use the primitives with a
  * plain copy (one source, no operator).
  */
 #include "kern_coll.cuh"
@@ -9,13 +9,6 @@
 namespace kern {
 
 using copy_red = red<KERN_OP_SUM, ncclUint8>;
-
-template <int PROTO>
-__global__ void __launch_bounds__(KERN_NTHREADS, 1)
-    kern_copy_coll_kernel(const __grid_constant__ kern_coll_work_t w) {
-  const copy_red r(0, nullptr, 1);
-  coll_run<PROTO>(r, w);
-}
 
 template <int PROTO>
 __global__ void __launch_bounds__(KERN_NTHREADS, 1)
@@ -60,19 +53,11 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
 }
 
 template <int PROTO>
-cudaError_t copy_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
-  void* params[] = {(void*)w};
-  return cudaLaunchKernel((const void*)kern_copy_coll_kernel<PROTO>, dim3(w->nchannels),
-                          dim3(w->nthreads), params, 0, stream);
-}
-
-template <int PROTO>
 cudaError_t copy_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   unsigned grid, nt;
   coll_batch_dims(b, KERN_NTHREADS, 1, &grid, &nt);
-  void* params[] = {(void*)b};
-  return cudaLaunchKernel((const void*)kern_copy_coll_batch_kernel<PROTO>, dim3(grid), dim3(nt),
-                          params, 0, stream);
+  return kern_launch_prefix((const void*)kern_copy_coll_batch_kernel<PROTO>, grid, nt, b,
+                            KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }
 
 } /* namespace kern */
@@ -86,25 +71,13 @@ extern "C" cudaError_t kern_copy_coll_batch_launch(const kern_coll_batch_t* b,
   }
 }
 
-extern "C" cudaError_t kern_copy_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
-  switch (w->proto) {
-    case KERN_PROTO_LL: return kern::copy_coll_launch<KERN_PROTO_LL>(w, stream);
-    case KERN_PROTO_LL128: return kern::copy_coll_launch<KERN_PROTO_LL128>(w, stream);
-    default: return kern::copy_coll_launch<KERN_PROTO_SIMPLE>(w, stream);
-  }
-}
-
 extern "C" cudaError_t kern_p2p_batch_launch(const kern_p2p_batch_t* b, cudaStream_t stream) {
-  void* params[] = {(void*)b};
-  return cudaLaunchKernel((const void*)kern::kern_p2p_kernel, dim3(b->nctas), dim3(KERN_NTHREADS),
-                          params, 0, stream);
+  return kern_launch_prefix((const void*)kern::kern_p2p_kernel, b->nctas, KERN_NTHREADS, b,
+                            KERN_P2P_BATCH_BYTES(b->nops), stream);
 }
 
 extern "C" cudaError_t kern_copy_preload(void) {
-  const void* fns[] = {(const void*)kern::kern_copy_coll_kernel<KERN_PROTO_LL>,
-                       (const void*)kern::kern_copy_coll_kernel<KERN_PROTO_LL128>,
-                       (const void*)kern::kern_copy_coll_kernel<KERN_PROTO_SIMPLE>,
-                       (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_LL>,
+  const void* fns[] = {(const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_LL>,
                        (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_LL128>,
                        (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_SIMPLE>,
                        (const void*)kern::kern_p2p_kernel};

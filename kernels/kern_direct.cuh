@@ -338,18 +338,6 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
   direct_close(comm, sh);
 }
 
-template <int OP, int TYPE>
-__global__ void __launch_bounds__(KERN_NTHREADS, 1)
-    kern_direct_kernel(const __grid_constant__ kern_coll_work_t w) {
-  prof_mark_start(w.prof);
-  const red<OP, TYPE> r(w.scalar_bits, w.scalar_ptr, w.divisor);
-  if (w.algo == KERN_ALGO_TWOSHOT)
-    direct_allreduce_twoshot(r, w);
-  else
-    direct_allreduce(r, &w, 1);
-  prof_mark_stop(w.prof);
-}
-
 } /* namespace kern */
 
 #endif

@@ -2,6 +2,8 @@
  * Host side of the kernels' C boundary: argument checks, instance lookup in the generated table,
  * grid sizing, and the thread-local error line. C11; the CUDA C++ lives in the instances.
  */
+#include <cuda.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -23,6 +25,40 @@ static ncclResult_t kern_fail(ncclResult_t res, const char* fmt, ...) {
 }
 
 const char* kern_last_error(void) { return kern_err_buf; }
+
+/* ---- launches with a parameter prefix (kern_internal.h) ---- */
+
+typedef CUresult (*kern_cu_launch_fn)(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                      unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                                      CUstream stream, void** params, void** extra);
+static pthread_once_t kern_cu_once = PTHREAD_ONCE_INIT;
+static kern_cu_launch_fn kern_cu_launch;
+static cudaError_t kern_cu_load_err = cudaSuccess;
+
+static void kern_cu_load(void) {
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  void* fn = NULL;
+  cudaError_t e = cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000, cudaEnableDefault,
+                                                   &q);
+  if (e == cudaSuccess && (q != cudaDriverEntryPointSuccess || fn == NULL))
+    e = cudaErrorSymbolNotFound;
+  kern_cu_load_err = e;
+  kern_cu_launch = e == cudaSuccess ? (kern_cu_launch_fn)fn : NULL;
+}
+
+cudaError_t kern_launch_prefix(const void* fn, unsigned grid, unsigned threads, const void* params,
+                               size_t bytes, cudaStream_t stream) {
+  pthread_once(&kern_cu_once, kern_cu_load);
+  if (kern_cu_launch == NULL) return kern_cu_load_err;
+  cudaFunction_t f;
+  cudaError_t e = cudaGetFuncBySymbol(&f, fn);
+  if (e != cudaSuccess) return e;
+  /* The driver copies the bytes during the call: params may live on the caller's stack. */
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, (void*)params, CU_LAUNCH_PARAM_BUFFER_SIZE,
+                   &bytes, CU_LAUNCH_PARAM_END};
+  return (cudaError_t)kern_cu_launch((CUfunction)f, grid, 1, 1, threads, 1, 1, 0, (CUstream)stream,
+                                     NULL, extra);
+}
 
 const char* kern_subset(void) { return kern_subset_str; }
 
@@ -166,7 +202,7 @@ static ncclResult_t kern_coll_check(const kern_coll_work_t* w, const char* what)
                        (int)w->type);
     if (w->op == KERN_OP_AVG && w->divisor < 1)
       return kern_fail(ncclInvalidArgument, "%s: avg needs divisor >= 1", what);
-    if (kern_coll_table[w->op][w->type] == NULL)
+    if (kern_coll_batch_table[w->op][w->type] == NULL)
       return kern_fail(ncclInvalidUsage, "%s kernel for %s/%s not built (kernel_subset=%s)", what,
                        kern_op_names[w->op], kern_type_names[w->type], kern_subset_str);
   } else if (w->type != ncclUint8) {
@@ -175,15 +211,40 @@ static ncclResult_t kern_coll_check(const kern_coll_work_t* w, const char* what)
   return ncclSuccess;
 }
 
+/* A validated batch (one work or more) to its kernel: the reductions' of its (op, type), or the
+ * copy kernel. */
+static ncclResult_t kern_coll_batch_start(const kern_coll_batch_t* b, cudaStream_t stream) {
+  const kern_coll_work_t* w0 = &b->works[0];
+  cudaError_t err;
+  if (kern_coll_reduces(w0->coll)) {
+    kern_coll_batch_launch_fn* fn = kern_coll_batch_table[w0->op][w0->type];
+    if (fn == NULL) /* kern_coll_check found it */
+      return kern_fail(ncclInvalidUsage, "collective kernel for %s/%s not built (kernel_subset=%s)",
+                       kern_op_names[w0->op], kern_type_names[w0->type], kern_subset_str);
+    err = fn(b, stream);
+  } else {
+    err = kern_copy_coll_batch_launch(b, stream);
+  }
+  if (err != cudaSuccess) {
+    if (b->nworks == 1)
+      return kern_fail(ncclUnhandledCudaError, "collective %d: launch of %d CTAs failed: %s",
+                       (int)w0->coll, (int)w0->nchannels, cudaGetErrorString(err));
+    return kern_fail(ncclUnhandledCudaError, "collective batch of %u works: launch failed: %s",
+                     b->nworks, cudaGetErrorString(err));
+  }
+  return ncclSuccess;
+}
+
+/* One work is a batch of one: the same kernel, with 112 bytes of parameters (kern_internal.h). */
 ncclResult_t kern_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
   ncclResult_t res = kern_coll_check(w, "collective");
   if (res != ncclSuccess) return res;
-  const cudaError_t err = kern_coll_reduces(w->coll) ? kern_coll_table[w->op][w->type](w, stream)
-                                                     : kern_copy_coll_launch(w, stream);
-  if (err != cudaSuccess)
-    return kern_fail(ncclUnhandledCudaError, "collective %d: launch of %d CTAs failed: %s",
-                     (int)w->coll, (int)w->nchannels, cudaGetErrorString(err));
-  return ncclSuccess;
+  kern_coll_batch_t b;
+  b.tag = KERN_COLL_BATCH_TAG;
+  b.nworks = 1;
+  b.pad = 0;
+  b.works[0] = *w;
+  return kern_coll_batch_start(&b, stream);
 }
 
 ncclResult_t kern_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
@@ -222,28 +283,12 @@ ncclResult_t kern_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t str
       return kern_fail(ncclInvalidArgument, "collective batch work %u: another communicator "
                        "(comm %p, work 0's %p)", i, (void*)w->comm, (void*)w0->comm);
   }
-  /* One work: the single kernel, whose argument is 96 bytes instead of a whole batch's. */
-  if (b->nworks == 1) return kern_coll_launch(w0, stream);
-  cudaError_t err;
-  if (kern_coll_reduces(w0->coll)) {
-    kern_coll_batch_launch_fn* fn = kern_coll_batch_table[w0->op][w0->type];
-    if (fn == NULL) /* the families are listed alike; a generator bug otherwise */
-      return kern_fail(ncclInvalidUsage, "collective batch kernel for %s/%s not built "
-                       "(kernel_subset=%s)", kern_op_names[w0->op], kern_type_names[w0->type],
-                       kern_subset_str);
-    err = fn(b, stream);
-  } else {
-    err = kern_copy_coll_batch_launch(b, stream);
-  }
-  if (err != cudaSuccess)
-    return kern_fail(ncclUnhandledCudaError, "collective batch of %u works: launch failed: %s",
-                     b->nworks, cudaGetErrorString(err));
-  return ncclSuccess;
+  return kern_coll_batch_start(b, stream);
 }
 
 int kern_coll_available(kern_op_t op, ncclDataType_t type) {
   if ((int)op < 0 || op >= KERN_OP_NUM || (int)type < 0 || type >= ncclNumTypes) return 0;
-  return kern_coll_table[op][type] != NULL;
+  return kern_coll_batch_table[op][type] != NULL;
 }
 
 ncclResult_t kern_p2p_launch(const kern_p2p_batch_t* b, cudaStream_t stream) {
@@ -274,7 +319,7 @@ ncclResult_t kern_preload(void) {
   cudaError_t err = kern_copy_preload();
   for (int op = 0; op < KERN_OP_NUM && err == cudaSuccess; op++)
     for (int t = 0; t < ncclNumTypes && err == cudaSuccess; t++)
-      if (kern_coll_table[op][t]) err = kern_coll_table[op][t](NULL, 0);
+      if (kern_coll_batch_table[op][t]) err = kern_coll_batch_table[op][t](NULL, 0);
   if (err != cudaSuccess)
     return kern_fail(ncclUnhandledCudaError, "cannot load the data-path kernels: %s",
                      cudaGetErrorString(err));

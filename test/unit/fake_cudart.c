@@ -2,6 +2,7 @@
  * The emulated CUDA runtime calls of fake_cudart.h, counting what is alive (streams, events,
  * allocations), copies and launches, and able to fail one event creation.
  */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,13 @@ cudaError_t __wrap_cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t __wrap_cudaEventQuery(cudaEvent_t e);
 cudaError_t __wrap_cudaEventSynchronize(cudaEvent_t e);
 cudaError_t __wrap_cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* arg);
+cudaError_t __wrap_cudaGetFuncBySymbol(cudaFunction_t* f, const void* sym);
+cudaError_t __wrap_cudaGetDriverEntryPointByVersion(const char* sym, void** fn, unsigned int ver,
+                                                    unsigned long long flags,
+                                                    enum cudaDriverEntryPointQueryResult* q);
+cudaError_t __real_cudaGetDriverEntryPointByVersion(const char* sym, void** fn, unsigned int ver,
+                                                    unsigned long long flags,
+                                                    enum cudaDriverEntryPointQueryResult* q);
 
 cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   (void)flags;
@@ -166,15 +174,14 @@ static void fake_prof_write(char* rec, unsigned ncta, int launch) {
   }
 }
 
-cudaError_t __wrap_cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, size_t sh,
-                             cudaStream_t s) {
-  (void)f, (void)b, (void)sh, (void)s;
+/* One launch whose parameter starts at arg (NULL: none) on a grid of gx CTAs. */
+static void fake_launch(const void* arg, unsigned gx) {
   const int launch = __atomic_add_fetch(&fake_cudart.launches, 1, __ATOMIC_RELAXED);
-  if (args == NULL || args[0] == NULL) return cudaSuccess;
+  if (arg == NULL) return;
   /* A collective batch (its tag first): each work's records, one per CTA that runs it (its
    * nchannels of them), as the batch kernel writes them; and its works in order. Otherwise the
    * argument's first member is the records pointer of every CTA of the launch (kernels.h). */
-  const kern_coll_batch_t* batch = (const kern_coll_batch_t*)args[0];
+  const kern_coll_batch_t* batch = (const kern_coll_batch_t*)arg;
   if (batch->tag == KERN_COLL_BATCH_TAG) {
     __atomic_add_fetch(&fake_cudart.batches, 1, __ATOMIC_RELAXED);
     for (uint32_t w = 0; w < batch->nworks && w < KERN_COLL_BATCH_MAX; w++) {
@@ -183,10 +190,46 @@ cudaError_t __wrap_cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, 
       const int at = __atomic_fetch_add(&fake_cudart.batch_works, 1, __ATOMIC_RELAXED);
       if (at < FAKE_WORKS_MAX) fake_cudart.batch_recv[at] = k->recvbuff;
     }
+    return;
+  }
+  fake_prof_write(*(char* const*)arg, gx, launch);
+}
+
+cudaError_t __wrap_cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, size_t sh,
+                             cudaStream_t s) {
+  (void)f, (void)b, (void)sh, (void)s;
+  fake_launch(args == NULL ? NULL : args[0], g.x);
+  return cudaSuccess;
+}
+
+/* The driver's launch with its parameter as one buffer (kern_launch_prefix): the same. */
+static CUresult fake_cu_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                               unsigned by, unsigned bz, unsigned smem, CUstream s, void** params,
+                               void** extra) {
+  (void)f, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)s;
+  const void* arg = params != NULL ? params[0] : NULL;
+  for (int i = 0; extra != NULL && extra[i] != CU_LAUNCH_PARAM_END; i += 2)
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) arg = extra[i + 1];
+  fake_launch(arg, gx);
+  return CUDA_SUCCESS;
+}
+
+cudaError_t __wrap_cudaGetFuncBySymbol(cudaFunction_t* f, const void* sym) {
+  *f = (cudaFunction_t)(uintptr_t)sym;
+  return cudaSuccess;
+}
+
+/* cuLaunchKernel is the fake's; any other entry point the real runtime's (none without a
+ * driver). */
+cudaError_t __wrap_cudaGetDriverEntryPointByVersion(const char* sym, void** fn, unsigned int ver,
+                                                    unsigned long long flags,
+                                                    enum cudaDriverEntryPointQueryResult* q) {
+  if (strcmp(sym, "cuLaunchKernel") == 0) {
+    *fn = (void*)fake_cu_launch;
+    if (q != NULL) *q = cudaDriverEntryPointSuccess;
     return cudaSuccess;
   }
-  fake_prof_write(*(char**)args[0], g.x, launch);
-  return cudaSuccess;
+  return __real_cudaGetDriverEntryPointByVersion(sym, fn, ver, flags, q);
 }
 
 /* Stream order: nothing runs, so nothing is captured, waited for or pending. */
