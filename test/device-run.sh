@@ -10,7 +10,8 @@
 #              Choir's net-socket vs NVIDIA's internal Socket transport, over NET_IFNAME (lo);
 #              then one line on issue 7's bar: the cells from 1 MB where Choir's busbw is lower
 #   compare-netplugin:NAME:OPS  Choir through its net plugin NAME (ofi, ucx, ib, socket; from
-#              NETPLUGIN_DIR) against NVIDIA's internal Socket transport, p2p and shm off
+#              NETPLUGIN_DIR) against NVIDIA's internal Socket transport, p2p and shm off; with
+#              one GPU, 2 processes share it (MPS), each posing as its own host
 #   netplugin  NVIDIA's NCCL loads Choir's net plugins (NCCL_NET_PLUGIN; NETPLUGINS, default
 #              socket), all_reduce checked
 #   plugins    Choir's tuner and profiler plugins loaded into NVIDIA's NCCL, all_reduce on NGPUS
@@ -289,14 +290,25 @@ PY
       plugin_env "$pname"
       aenv=(--env-a "NCCL_NET_PLUGIN=${NETPLUGIN_DIR:-$PWD/$build/plugins}/libnccl-net-$pname.so")
       for kv in ${penv[@]+"${penv[@]}"}; do aenv+=(--env-a "$kv"); done
+      # One GPU: 2 processes share it (under MPS), each posing as its own host
+      # (CHOIR_TEST_HOSTS=2), which NVIDIA's NCCL accepts for ranks sharing a GPU.
+      lay=(--ngpus "$ngpus")
+      if [ "$ngpus" -eq 1 ]; then
+        lay=(--ngpus 1 --procs 2 --ranks-per-gpu 2 --env-a CHOIR_TEST_HOSTS=2
+          --env-b CHOIR_TEST_HOSTS=2)
+        if ! need_mps; then
+          note "compare-netplugin $pname (2 processes sharing GPU 0): skipped: no MPS ($mps_why)"
+          continue
+        fi
+      fi
       # shellcheck disable=SC2086 # PERF_ARGS is a list of options
       NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo} \
         LD_LIBRARY_PATH="${NETLIB_DIR:-}" \
         test/perf/compare --lib-a "$PWD/$build" --name-a "choir-$pname" --lib-b "$ref_lib" \
-        --name-b nccl-socket --bin-dir "$build/test/perf" --ops "$ops" --ngpus "$ngpus" \
+        --name-b nccl-socket --bin-dir "$build/test/perf" --ops "$ops" "${lay[@]}" \
         --out "$out/net-$pname" "${aenv[@]}" --env-b NCCL_NET=Socket --env-b NCCL_NET_PLUGIN=none \
         ${PERF_ARGS:-} >"$out/compare-net-$pname.log" 2>&1
-      note "compare-netplugin $pname ($ngpus GPUs, over ${NET_IFNAME:-lo}): rc=$? (table in compare-net-$pname.log)"
+      note "compare-netplugin $pname ($ngpus GPUs${lay[2]:+, 2 processes posing as 2 hosts}, over ${NET_IFNAME:-lo}): rc=$? (table in compare-net-$pname.log)"
       grep -E "geometric mean" "$out/compare-net-$pname.log" | sed 's/^/    /' | tee -a "$summary"
       ;;
     netplugin)

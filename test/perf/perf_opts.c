@@ -367,6 +367,8 @@ void perf_opts_usage(FILE* f, const char* prog, int mpi_build) {
          "      --ranks-per-gpu R  R ranks on each GPU (default 1): -t/-g/-p still count ranks;\n"
          "                         local rank i uses device i / R; sets\n"
          "                         CHOIR_RANKS_SHARE_GPU=1 unless it is set; processes sharing a\n"
-         "                         GPU need MPS\n"
+         "                         GPU need MPS; with -p, CHOIR_TEST_HOSTS=H makes the\n"
+         "                         processes pose as H hosts (NCCL_HOSTID per block of\n"
+         "                         processes): the network between them\n"
          "  -h, --help             this text\n");
 }

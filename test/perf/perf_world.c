@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -31,6 +32,19 @@
 #define PERF_GRACE_SECONDS 10
 
 /* ---- Single process ---- */
+
+/* CHOIR_TEST_HOSTS=H (H > 1): process p of n poses as host p * H / n (NCCL_HOSTID, as
+ * coll_check does), set in the child before the library reads it. Ranks of one machine then
+ * talk through the network between the "hosts", and NVIDIA's NCCL accepts processes of
+ * different "hosts" that share a GPU. */
+static void perf_pose_host(int p, int n) {
+  const char* e = getenv("CHOIR_TEST_HOSTS");
+  const int hosts = e != NULL ? atoi(e) : 0;
+  if (hosts < 2) return;
+  char id[64];
+  snprintf(id, sizeof id, "perf-host-%d", p * hosts / n);
+  setenv("NCCL_HOSTID", id, 1);
+}
 
 static int perf_single_allreduce(struct perf_world* w, double* v, int n, int op) {
   (void)w, (void)v, (void)n, (void)op;
@@ -311,6 +325,7 @@ int perf_launch(int nprocs, int (*fn)(struct perf_world* w, void* arg), void* ar
       /* Die with the launcher rather than run on alone. */
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(PERF_EXIT_ABORTED);
+      perf_pose_host(p, nprocs);
       int rc = fn(&w, arg);
       fflush(stdout);
       fflush(stderr);

@@ -229,9 +229,38 @@ def test_ranks_per_gpu(bin_dir):
     check(rc == 0 and "Ranks per GPU" not in out, "one rank per GPU: no header line", out + err)
 
 
+def test_pose_hosts(bin_dir):
+    """CHOIR_TEST_HOSTS=H with the launcher's processes: process p of n poses as host p * H / n
+    (NCCL_HOSTID set in the child before the library starts); without it none is set."""
+    os.environ.pop("NCCL_HOSTID", None)  # the caller's would be every process's
+    os.environ.pop("CHOIR_TEST_HOSTS", None)
+    with tempfile.TemporaryDirectory() as d:
+        for hosts, want in (("2", {0: "perf-host-0", 1: "perf-host-0", 2: "perf-host-1",
+                                   3: "perf-host-1"}),
+                            (None, {r: "-" for r in range(4)})):
+            trace = os.path.join(d, "hosts-%s" % hosts)
+            env = {"MOCK_NCCL_HOSTS": trace, "MOCK_CUDA_DEVICES": "4"}
+            if hosts:
+                env["CHOIR_TEST_HOSTS"] = hosts
+            # The mock cannot carry a collective between processes: the run ends at -T (exit
+            # status 4), after every process's ncclCommInitRank.
+            rc, out, err = run(bin_dir, "all_reduce", ["-b", "64", "-e", "64", "-n", "1", "-p", "4",
+                                                       "-g", "1", "-T", "1"], env, timeout=60)
+            what = "-p 4 with CHOIR_TEST_HOSTS=%s" % hosts
+            check(rc == 4, "%s: exit status %d" % (what, rc), out + err)
+            got = {}
+            if os.path.exists(trace):
+                for line in open(trace):
+                    m = re.match(r"rank (\d+) host (\S+)$", line.strip())
+                    if m:
+                        got[int(m.group(1))] = m.group(2)
+            check(got == want, "%s: hosts %s, expected %s" % (what, got, want))
+
+
 def main():
     bin_dir = sys.argv[1]
     test_ranks_per_gpu(bin_dir)
+    test_pose_hosts(bin_dir)
     test_output(bin_dir)
     test_faults(bin_dir)
     test_matrix(bin_dir)

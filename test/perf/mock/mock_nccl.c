@@ -558,8 +558,21 @@ static void mock_init_hang(void) {
     for (;;) pause();
 }
 
+/* MOCK_NCCL_HOSTS=FILE appends "rank R host H" per ncclCommInitRank, H the NCCL_HOSTID the
+ * process has then ("-" when unset): what a library would take for its host. */
+static void mock_host_trace(int rank) {
+  const char* path = getenv("MOCK_NCCL_HOSTS");
+  if (!path || !*path) return;
+  const char* h = getenv("NCCL_HOSTID");
+  FILE* f = fopen(path, "a");
+  if (!f) return;
+  fprintf(f, "rank %d host %s\n", rank, h && *h ? h : "-");
+  fclose(f);
+}
+
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
   mock_init_hang();
+  mock_host_trace(rank);
   return mock_join(comm, id.internal, nranks, rank, mock_current_device());
 }
 
