@@ -9,7 +9,11 @@
  * Time: wall clock from just before the first rank calls ncclCommInitRank (after a barrier, with
  * every CUDA context already created) to the return of the last one. Memory: cudaMemGetInfo of
  * each rank's device before creation and after it, the communicator still alive; the largest
- * difference over the ranks is reported. One line per repetition, then the median.
+ * difference over the ranks is reported. Then what the first operations add: a 64 MiB
+ * all-reduce (float sum, in place), then a 64 MiB all-to-all (64 MiB / n per peer), each
+ * synchronized, the user buffers allocated before the measurement (so the figures are the
+ * library's buffers and connections only). One line per repetition, then the median time and
+ * the largest memory figures.
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -50,12 +54,68 @@ static double init_now(void) {
   } while (0)
 
 /* Shared between the processes of one repetition. */
+/* Memory one rank's communicator holds, in bytes: after creation, after the first all-reduce,
+ * after the first all-to-all (each the growth since before creation). */
+typedef struct {
+  long long init, allreduce, alltoall;
+} init_mem_t;
+
+#define INIT_OP_BYTES ((size_t)64 << 20)
+
+/* Shared between the processes of one repetition. */
 typedef struct {
   pthread_barrier_t barrier;
   ncclUniqueId id;
   double t_start[MAX_RANKS], t_end[MAX_RANKS];
-  long long mem[MAX_RANKS];
+  init_mem_t mem[MAX_RANKS];
 } init_shared_t;
+
+static void init_mem_max(init_mem_t* acc, const init_mem_t* m) {
+  if (m->init > acc->init) acc->init = m->init;
+  if (m->allreduce > acc->allreduce) acc->allreduce = m->allreduce;
+  if (m->alltoall > acc->alltoall) acc->alltoall = m->alltoall;
+}
+
+/* One rank's user buffers and stream, made before its "before" measurement. */
+typedef struct {
+  float *a, *b;
+  cudaStream_t s;
+} init_bufs_t;
+
+static void init_bufs_make(int dev, init_bufs_t* u) {
+  CUDA_OR_DIE(cudaSetDevice(dev));
+  CUDA_OR_DIE(cudaMalloc((void**)&u->a, INIT_OP_BYTES));
+  CUDA_OR_DIE(cudaMalloc((void**)&u->b, INIT_OP_BYTES));
+  CUDA_OR_DIE(cudaMemset(u->a, 0, INIT_OP_BYTES));
+  CUDA_OR_DIE(cudaStreamCreateWithFlags(&u->s, cudaStreamNonBlocking));
+  CUDA_OR_DIE(cudaDeviceSynchronize());
+}
+
+static void init_bufs_free(int dev, init_bufs_t* u) {
+  CUDA_OR_DIE(cudaSetDevice(dev));
+  CUDA_OR_DIE(cudaStreamDestroy(u->s));
+  CUDA_OR_DIE(cudaFree(u->a));
+  CUDA_OR_DIE(cudaFree(u->b));
+}
+
+/* The first all-reduce (op 0) or all-to-all (op 1) of n communicators driven from here (one
+ * group), then waits for them. */
+static void init_op(int op, ncclComm_t* comms, const int* devs, init_bufs_t* u, int k, int n) {
+  const size_t count = INIT_OP_BYTES / sizeof(float);
+  NCCL_OR_DIE(ncclGroupStart());
+  for (int i = 0; i < k; i++) {
+    CUDA_OR_DIE(cudaSetDevice(devs[i]));
+    if (op == 0)
+      NCCL_OR_DIE(ncclAllReduce(u[i].a, u[i].a, count, ncclFloat, ncclSum, comms[i], u[i].s));
+    else
+      NCCL_OR_DIE(ncclAlltoAll(u[i].a, u[i].b, count / (size_t)n, ncclFloat, comms[i], u[i].s));
+  }
+  NCCL_OR_DIE(ncclGroupEnd());
+  for (int i = 0; i < k; i++) {
+    CUDA_OR_DIE(cudaSetDevice(devs[i]));
+    CUDA_OR_DIE(cudaStreamSynchronize(u[i].s));
+  }
+}
 
 static size_t init_free_mem(int dev) {
   size_t f = 0, t = 0;
@@ -64,13 +124,17 @@ static size_t init_free_mem(int dev) {
   return f;
 }
 
-static void init_one_process(int n, double* secs, long long* mem) {
+static void init_one_process(int n, double* secs, init_mem_t* mem) {
   ncclComm_t comms[MAX_RANKS];
   size_t before[MAX_RANKS];
+  int devs[MAX_RANKS];
+  init_bufs_t u[MAX_RANKS];
   ncclUniqueId id;
   for (int r = 0; r < n; r++) {
+    devs[r] = r;
     CUDA_OR_DIE(cudaSetDevice(r));
     CUDA_OR_DIE(cudaFree(NULL)); /* create the context outside the measurement */
+    init_bufs_make(r, &u[r]);
     before[r] = init_free_mem(r);
   }
   NCCL_OR_DIE(ncclGetUniqueId(&id));
@@ -82,17 +146,28 @@ static void init_one_process(int n, double* secs, long long* mem) {
   }
   NCCL_OR_DIE(ncclGroupEnd());
   *secs = init_now() - t0;
-  *mem = 0;
+  memset(mem, 0, sizeof(*mem));
   for (int r = 0; r < n; r++) {
-    long long d = (long long)before[r] - (long long)init_free_mem(r);
-    if (d > *mem) *mem = d;
+    const init_mem_t m = {(long long)before[r] - (long long)init_free_mem(r), 0, 0};
+    init_mem_max(mem, &m);
+  }
+  for (int op = 0; op < 2; op++) {
+    init_op(op, comms, devs, u, n, n);
+    for (int r = 0; r < n; r++) {
+      const long long d = (long long)before[r] - (long long)init_free_mem(r);
+      const init_mem_t m = {0, op == 0 ? d : 0, op == 1 ? d : 0};
+      init_mem_max(mem, &m);
+    }
   }
   for (int r = 0; r < n; r++) NCCL_OR_DIE(ncclCommDestroy(comms[r]));
+  for (int r = 0; r < n; r++) init_bufs_free(r, &u[r]);
 }
 
 static void init_rank_process(init_shared_t* sh, int rank, int n) {
   CUDA_OR_DIE(cudaSetDevice(rank));
   CUDA_OR_DIE(cudaFree(NULL));
+  init_bufs_t u;
+  init_bufs_make(rank, &u);
   if (rank == 0) NCCL_OR_DIE(ncclGetUniqueId(&sh->id));
   size_t before = init_free_mem(rank);
   pthread_barrier_wait(&sh->barrier);
@@ -100,12 +175,17 @@ static void init_rank_process(init_shared_t* sh, int rank, int n) {
   sh->t_start[rank] = init_now();
   NCCL_OR_DIE(ncclCommInitRank(&comm, n, sh->id, rank));
   sh->t_end[rank] = init_now();
-  sh->mem[rank] = (long long)before - (long long)init_free_mem(rank);
+  sh->mem[rank].init = (long long)before - (long long)init_free_mem(rank);
+  init_op(0, &comm, &rank, &u, 1, n);
+  sh->mem[rank].allreduce = (long long)before - (long long)init_free_mem(rank);
+  init_op(1, &comm, &rank, &u, 1, n);
+  sh->mem[rank].alltoall = (long long)before - (long long)init_free_mem(rank);
   pthread_barrier_wait(&sh->barrier);
   NCCL_OR_DIE(ncclCommDestroy(comm));
+  init_bufs_free(rank, &u);
 }
 
-static void init_processes(int n, double* secs, long long* mem) {
+static void init_processes(int n, double* secs, init_mem_t* mem) {
   init_shared_t* sh =
       mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) {
@@ -136,11 +216,11 @@ static void init_processes(int n, double* secs, long long* mem) {
     exit(1);
   }
   double t0 = sh->t_start[0], t1 = sh->t_end[0];
-  *mem = 0;
+  memset(mem, 0, sizeof(*mem));
   for (int r = 0; r < n; r++) {
     if (sh->t_start[r] < t0) t0 = sh->t_start[r];
     if (sh->t_end[r] > t1) t1 = sh->t_end[r];
-    if (sh->mem[r] > *mem) *mem = sh->mem[r];
+    init_mem_max(mem, &sh->mem[r]);
   }
   *secs = t1 - t0;
   pthread_barrier_destroy(&sh->barrier);
@@ -174,21 +254,28 @@ int main(int argc, char** argv) {
   ncclGetVersion(&version);
   printf("# init_perf: %d rank(s), %s, library version %d\n", n,
          procs ? "one process per rank" : "one process (group)", version);
-  printf("# %4s %12s %14s\n", "rep", "init (ms)", "GPU mem (MiB)");
+  printf("# GPU memory of the busiest rank, MiB: after creation, after a first 64 MiB all-reduce, "
+         "after a 64 MiB all-to-all\n");
+  printf("# %4s %12s %12s %12s %12s\n", "rep", "init (ms)", "mem init", "+allreduce",
+         "+alltoall");
   double t[256];
-  long long mem = 0;
+  init_mem_t mem = {0, 0, 0};
   if (reps > 256) reps = 256;
   for (int k = 0; k < reps; k++) {
-    long long m = 0;
+    init_mem_t m;
     if (procs)
       init_processes(n, &t[k], &m);
     else
       init_one_process(n, &t[k], &m);
-    if (m > mem) mem = m;
-    printf("  %4d %12.2f %14.1f\n", k, 1e3 * t[k], (double)m / (1 << 20));
+    init_mem_max(&mem, &m);
+    printf("  %4d %12.2f %12.1f %12.1f %12.1f\n", k, 1e3 * t[k], (double)m.init / (1 << 20),
+           (double)m.allreduce / (1 << 20), (double)m.alltoall / (1 << 20));
   }
   qsort(t, (size_t)reps, sizeof(t[0]), init_cmp);
-  printf("init_perf ranks %d %s median_ms %.2f min_ms %.2f max_mem_mib %.1f\n", n,
-         procs ? "procs" : "group", 1e3 * t[reps / 2], 1e3 * t[0], (double)mem / (1 << 20));
+  printf("init_perf ranks %d %s median_ms %.2f min_ms %.2f max_mem_mib %.1f "
+         "allreduce_mem_mib %.1f alltoall_mem_mib %.1f\n",
+         n, procs ? "procs" : "group", 1e3 * t[reps / 2], 1e3 * t[0],
+         (double)mem.init / (1 << 20), (double)mem.allreduce / (1 << 20),
+         (double)mem.alltoall / (1 << 20));
   return 0;
 }
