@@ -53,7 +53,6 @@ static double init_now(void) {
     }                                                                                   \
   } while (0)
 
-/* Shared between the processes of one repetition. */
 /* Memory one rank's communicator holds, in bytes: after creation, after the first all-reduce,
  * after the first all-to-all (each the growth since before creation). */
 typedef struct {
@@ -98,13 +97,13 @@ static void init_bufs_free(int dev, init_bufs_t* u) {
   CUDA_OR_DIE(cudaFree(u->b));
 }
 
-/* The first all-reduce (op 0) or all-to-all (op 1) of n communicators driven from here (one
- * group), then waits for them. */
-static void init_op(int op, ncclComm_t* comms, const int* devs, init_bufs_t* u, int k, int n) {
+/* The first all-reduce (op 0) or all-to-all (op 1) of the k communicators (of n ranks) driven
+ * from here, on devices dev0 .. dev0 + k - 1 (one group), then waits for them. */
+static void init_op(int op, ncclComm_t* comms, int dev0, init_bufs_t* u, int k, int n) {
   const size_t count = INIT_OP_BYTES / sizeof(float);
   NCCL_OR_DIE(ncclGroupStart());
   for (int i = 0; i < k; i++) {
-    CUDA_OR_DIE(cudaSetDevice(devs[i]));
+    CUDA_OR_DIE(cudaSetDevice(dev0 + i));
     if (op == 0)
       NCCL_OR_DIE(ncclAllReduce(u[i].a, u[i].a, count, ncclFloat, ncclSum, comms[i], u[i].s));
     else
@@ -112,7 +111,7 @@ static void init_op(int op, ncclComm_t* comms, const int* devs, init_bufs_t* u, 
   }
   NCCL_OR_DIE(ncclGroupEnd());
   for (int i = 0; i < k; i++) {
-    CUDA_OR_DIE(cudaSetDevice(devs[i]));
+    CUDA_OR_DIE(cudaSetDevice(dev0 + i));
     CUDA_OR_DIE(cudaStreamSynchronize(u[i].s));
   }
 }
@@ -124,14 +123,18 @@ static size_t init_free_mem(int dev) {
   return f;
 }
 
+/* GPU memory taken on dev since `before` (its free memory then). */
+static long long init_grown(size_t before, int dev) {
+  return (long long)before - (long long)init_free_mem(dev);
+}
+
 static void init_one_process(int n, double* secs, init_mem_t* mem) {
   ncclComm_t comms[MAX_RANKS];
   size_t before[MAX_RANKS];
-  int devs[MAX_RANKS];
   init_bufs_t u[MAX_RANKS];
+  init_mem_t m[MAX_RANKS];
   ncclUniqueId id;
   for (int r = 0; r < n; r++) {
-    devs[r] = r;
     CUDA_OR_DIE(cudaSetDevice(r));
     CUDA_OR_DIE(cudaFree(NULL)); /* create the context outside the measurement */
     init_bufs_make(r, &u[r]);
@@ -146,19 +149,13 @@ static void init_one_process(int n, double* secs, init_mem_t* mem) {
   }
   NCCL_OR_DIE(ncclGroupEnd());
   *secs = init_now() - t0;
+  for (int r = 0; r < n; r++) m[r].init = init_grown(before[r], r);
+  init_op(0, comms, 0, u, n, n);
+  for (int r = 0; r < n; r++) m[r].allreduce = init_grown(before[r], r);
+  init_op(1, comms, 0, u, n, n);
+  for (int r = 0; r < n; r++) m[r].alltoall = init_grown(before[r], r);
   memset(mem, 0, sizeof(*mem));
-  for (int r = 0; r < n; r++) {
-    const init_mem_t m = {(long long)before[r] - (long long)init_free_mem(r), 0, 0};
-    init_mem_max(mem, &m);
-  }
-  for (int op = 0; op < 2; op++) {
-    init_op(op, comms, devs, u, n, n);
-    for (int r = 0; r < n; r++) {
-      const long long d = (long long)before[r] - (long long)init_free_mem(r);
-      const init_mem_t m = {0, op == 0 ? d : 0, op == 1 ? d : 0};
-      init_mem_max(mem, &m);
-    }
-  }
+  for (int r = 0; r < n; r++) init_mem_max(mem, &m[r]);
   for (int r = 0; r < n; r++) NCCL_OR_DIE(ncclCommDestroy(comms[r]));
   for (int r = 0; r < n; r++) init_bufs_free(r, &u[r]);
 }
@@ -175,11 +172,11 @@ static void init_rank_process(init_shared_t* sh, int rank, int n) {
   sh->t_start[rank] = init_now();
   NCCL_OR_DIE(ncclCommInitRank(&comm, n, sh->id, rank));
   sh->t_end[rank] = init_now();
-  sh->mem[rank].init = (long long)before - (long long)init_free_mem(rank);
-  init_op(0, &comm, &rank, &u, 1, n);
-  sh->mem[rank].allreduce = (long long)before - (long long)init_free_mem(rank);
-  init_op(1, &comm, &rank, &u, 1, n);
-  sh->mem[rank].alltoall = (long long)before - (long long)init_free_mem(rank);
+  sh->mem[rank].init = init_grown(before, rank);
+  init_op(0, &comm, rank, &u, 1, n);
+  sh->mem[rank].allreduce = init_grown(before, rank);
+  init_op(1, &comm, rank, &u, 1, n);
+  sh->mem[rank].alltoall = init_grown(before, rank);
   pthread_barrier_wait(&sh->barrier);
   NCCL_OR_DIE(ncclCommDestroy(comm));
   init_bufs_free(rank, &u);
