@@ -169,10 +169,11 @@ static void case_model_shape(void) {
                 "%s %s 1 GiB: %d ch %d threads", fx[f].name, tune_coll_name(colls[k]),
                 big.nchannels, big.nthreads);
       /* 1 GiB: the ring collectives take the full Simple step; Broadcast and Reduce an eighth of
-       * each channel's part, at most the full step. */
+       * each channel's part, at most the full step (two ranks: the full step). */
       uint64_t part = ((uint64_t)1 << 30) / (uint64_t)fx[f].topo.ring_nchannels;
       uint32_t full = fx[f].topo.slot_bytes[NCCL_PROTO_SIMPLE];
-      CHECK_EQ_INT(big.chunk_bytes, colls[k] >= ncclFuncAllGather || part / 8 >= full
+      CHECK_EQ_INT(big.chunk_bytes, colls[k] >= ncclFuncAllGather || part / 8 >= full ||
+                                            fx[f].topo.nranks <= 2
                                         ? full
                                         : part / 8);
       /* Where LL128 is made over NVLink, AllReduce uses it for some middle sizes (ranks sharing
@@ -484,6 +485,16 @@ static void case_channels_chunk(void) {
    * never below the protocol's floor (LL128: 3840 bytes). */
   CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncBroadcast, NCCL_PROTO_LL128, 1 << 20, 8), 16384);
   CHECK_EQ_INT(tune_model_chunk(&topo, ncclFuncBroadcast, NCCL_PROTO_LL128, 4096, 8), 3840);
+  /* Two ranks: a chain of one hop, nothing to fill: a whole step's capacity, at every size. */
+  tune_topo_t two = topo_make(2, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.6f, 0);
+  const ncclFunc_t chains[] = {ncclFuncBroadcast, ncclFuncReduce};
+  for (int k = 0; k < 2; k++)
+    for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+      for (uint64_t s = 8; s <= ((uint64_t)1 << 30); s <<= 5)
+        CHECK_MSG(tune_model_chunk(&two, chains[k], p, s, 1) == tune_model_capacity(&two, p),
+                  "2 ranks %s %s %llu B: chunk %u, capacity %u", tune_coll_name(chains[k]),
+                  tune_proto_name(p), (unsigned long long)s,
+                  tune_model_chunk(&two, chains[k], p, s, 1), tune_model_capacity(&two, p));
 }
 
 /* ---- Knobs --------------------------------------------------------------------------------- */
