@@ -179,6 +179,9 @@ enq_batch_key_t enqueue_plan_batch_key(const enq_op_t* op, const enq_plan_t* pla
 int enqueue_plan_batch_end(const enq_batch_key_t* keys, int n, int lo, int max);
 /* Collectives per launch at most: CHOIR_AGG_MAX within 1..KERN_COLL_BATCH_MAX (read once). */
 int enqueue_plan_batch_max(void);
+/* A batch's runs of consecutive OneShot works (the kernel's merge condition) get the CTAs of
+ * their bytes together (tune_direct_ctas), at least the most any of them has. */
+void enqueue_plan_spread_oneshot(const tune_t* t, kern_coll_batch_t* b);
 
 /* NCCL's nBytes of an operation for the model: count * type size, times nranks for AllGather
  * and ReduceScatter (the tuner's convention) and for what AlltoAll sends. */

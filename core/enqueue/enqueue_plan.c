@@ -230,6 +230,35 @@ int enqueue_plan_batch_max(void) {
   return v < 1 ? 1 : v > KERN_COLL_BATCH_MAX ? KERN_COLL_BATCH_MAX : (int)v;
 }
 
+/* Consecutive OneShot works of a launch with the same operator arguments run as one stream of
+ * lines (kern_direct.cuh: each CTA takes its part of every work): such a run gets the CTAs its
+ * bytes together call for, not the few each work's own size asks (40 all-reduces of 4 KB, one
+ * CTA each, moved 160 KB through one CTA). The kernel's merge condition, so every rank, which
+ * forms the same batches, splits alike. */
+void enqueue_plan_spread_oneshot(const tune_t* t, kern_coll_batch_t* b) {
+  for (uint32_t i = 0; i < b->nworks;) {
+    const kern_coll_work_t* w = &b->works[i];
+    uint32_t j = i + 1;
+    if (w->algo == KERN_ALGO_ONESHOT)
+      while (j < b->nworks && b->works[j].algo == KERN_ALGO_ONESHOT &&
+             b->works[j].scalar_bits == w->scalar_bits && b->works[j].scalar_ptr == w->scalar_ptr &&
+             b->works[j].divisor == w->divisor)
+        j++;
+    if (j - i >= 2) {
+      uint64_t total = 0;
+      int most = 0;
+      for (uint32_t k = i; k < j; k++) {
+        total += b->works[k].count * kern_type_size((ncclDataType_t)b->works[k].type);
+        if (b->works[k].nchannels > most) most = b->works[k].nchannels;
+      }
+      int ctas = tune_direct_ctas(t, total);
+      if (ctas < most) ctas = most;
+      for (uint32_t k = i; k < j; k++) b->works[k].nchannels = ctas;
+    }
+    i = j;
+  }
+}
+
 /* Collectives ops[0..n) with their plans, one batch (enqueue_plan_batch_end): one launch on
  * their stream. Per collective, in call order as for one launch each: its Coll event, the steps
  * the proxy's ProxyOp events expect through each network connection end, and its CTAs'
@@ -241,6 +270,7 @@ static ncclResult_t enq_launch_colls(enq_comm_t* dp, const enq_op_t* const* ops,
   b.tag = KERN_COLL_BATCH_TAG;
   b.nworks = (uint32_t)n;
   for (int i = 0; i < n; i++) enq_coll_work(dp, ops[i], &plans[i], &b.works[i]);
+  enqueue_plan_spread_oneshot(dp->tune, &b);
   const cudaStream_t s = ops[0]->stream;
   int capturing;
   CHECK(enq_stream_enter(dp, s, &capturing));

@@ -118,6 +118,11 @@ typedef struct tune_choice {
 ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
                          tune_choice_t* out);
 
+/* CTAs for OneShot over nbytes of AllReduce input (1..topo.direct_ctas; 0 without the direct
+ * connections): what the plan gives one work of that size, and a run of OneShot works of one
+ * launch (which share their steps) their bytes together. */
+int tune_direct_ctas(const tune_t* t, uint64_t nbytes);
+
 /* The model's time in microseconds for one operation of any ncclFunc_t (send/recv, AlltoAll,
  * Gather and Scatter included: bytes is what this rank sends), without the plugin: for
  * ncclGroupSimulateEnd. */

@@ -262,6 +262,13 @@ ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pi
   return ncclSuccess;
 }
 
+int tune_direct_ctas(const tune_t* t, uint64_t nbytes) {
+  if (t == NULL || t->topo.direct_ctas < 1) return 0;
+  int nctas, nthreads;
+  tune_model_direct_ctas(&t->topo, nbytes, &nctas, &nthreads);
+  return nctas;
+}
+
 float tune_estimate_us(const tune_t* t, ncclFunc_t coll, uint64_t nbytes) {
   if ((int)coll >= 0 && coll < TUNE_NUM_COLLS) {
     tune_table_t table;

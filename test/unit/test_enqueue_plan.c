@@ -275,6 +275,62 @@ static void case_batches(void) {
   CHECK_EQ_INT(cut(mix, 4, KERN_COLL_BATCH_MAX, sizes), 2);
 }
 
+/* Runs of OneShot works in a batch (enqueue_plan_spread_oneshot): spread over the CTAs of their
+ * bytes together; a single OneShot work, ring works and a run cut by other operator arguments
+ * keep what they have. */
+static void case_spread_oneshot(void) {
+  tune_topo_t tp = topo_make(4, 1, TUNE_LINK_NVLINK, 32, 1);
+  tp.algo_mask |= TUNE_ALGO_DIRECT_MASK;
+  tp.direct_ctas = KERN_DIRECT_MAX_CTAS;
+  tp.direct_slot_bytes = 64u << 10;
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&tp, 0xc0ffee, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  CHECK_EQ_INT(tune_direct_ctas(t, 8), 1);
+  const int most = tune_direct_ctas(t, (uint64_t)1 << 30);
+  CHECK_TRUE(most >= 2 && most <= KERN_DIRECT_MAX_CTAS);
+  static kern_coll_batch_t b;
+  const kern_coll_work_t one = {.coll = KERN_COLL_ALLREDUCE, .op = KERN_OP_SUM,
+                                .type = ncclFloat32, .count = 1024, .nchannels = 1,
+                                .algo = KERN_ALGO_ONESHOT, .proto = KERN_PROTO_LL,
+                                .nthreads = 512, .divisor = 4};
+  /* 40 works of 4 KB, one CTA each: one run of 160 KB. */
+  b.nworks = 40;
+  for (int i = 0; i < 40; i++) b.works[i] = one;
+  enqueue_plan_spread_oneshot(t, &b);
+  const int want = tune_direct_ctas(t, 40 * 4096);
+  CHECK_TRUE(want > 1);
+  for (int i = 0; i < 40; i++)
+    CHECK_MSG(b.works[i].nchannels == want, "work %d: %d CTAs, want %d", i,
+              b.works[i].nchannels, want);
+  /* A ring work between two runs, a run of one, and a scalar that differs cut the runs; a run's
+   * CTAs never drop below its largest work's. */
+  b.nworks = 7;
+  for (int i = 0; i < 7; i++) b.works[i] = one;
+  b.works[1].nchannels = most; /* run [0, 2): most already */
+  b.works[2].algo = NCCL_ALGO_RING;
+  b.works[2].nchannels = 3;
+  b.works[3].count = 8; /* a run of one: [3, 4), since work 4's scalar differs */
+  b.works[4].scalar_ptr = &b; /* run [4, 7): 3 x 4 KB */
+  b.works[5].scalar_ptr = &b;
+  b.works[6].scalar_ptr = &b;
+  enqueue_plan_spread_oneshot(t, &b);
+  const int want3 = tune_direct_ctas(t, 3 * 4096);
+  const int got[7] = {b.works[0].nchannels, b.works[1].nchannels, b.works[2].nchannels,
+                      b.works[3].nchannels, b.works[4].nchannels, b.works[5].nchannels,
+                      b.works[6].nchannels};
+  const int exp[7] = {most, most, 3, 1, want3, want3, want3};
+  for (int i = 0; i < 7; i++)
+    CHECK_MSG(got[i] == exp[i], "mixed batch, work %d: %d CTAs, want %d", i, got[i], exp[i]);
+  /* Without direct connections: no CTAs to give. */
+  tune_topo_t plain = topo_make(4, 1, TUNE_LINK_NVLINK, 32, 1);
+  tune_t* t2 = NULL;
+  CHECK_EQ_INT(tune_create(&plain, 0xc0ffee, 0, &t2), ncclSuccess);
+  CHECK_EQ_INT(tune_direct_ctas(t2, 4096), 0);
+  tune_destroy(t2);
+  tune_destroy(t);
+}
+
 int main(int argc, char** argv) {
   setenv("NCCL_CONF_FILE", "/nonexistent/choir.conf", 1);
   static const struct {
@@ -284,7 +340,8 @@ int main(int argc, char** argv) {
                {"nbytes", case_nbytes},
                {"same-everywhere", case_same_everywhere},
                {"refused", case_refused},
-               {"batches", case_batches}};
+               {"batches", case_batches},
+               {"spread-oneshot", case_spread_oneshot}};
   const char* only = argc > 1 ? argv[1] : NULL;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     if (only != NULL && strcmp(only, cases[i].name) != 0) continue;
