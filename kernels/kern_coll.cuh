@@ -213,17 +213,35 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
        * OneShot works with the same operator arguments run as one stream of lines
        * (direct_allreduce): their small steps merge. */
       if (w.algo == KERN_ALGO_ONESHOT) {
+        /* The run's end, 32 works at a time: lane l tests work j + l (every warp alike, so the
+         * whole CTA agrees); one thread walking 40 works' parameters costs microseconds. */
+        const uint32_t lane = threadIdx.x & 31u;
         uint32_t j = i + 1;
-        while (j < b.nworks && b.works[j].algo == KERN_ALGO_ONESHOT &&
-               b.works[j].scalar_bits == w.scalar_bits && b.works[j].scalar_ptr == w.scalar_ptr &&
-               b.works[j].divisor == w.divisor)
-          j++;
-        for (uint32_t k = i; k < j; k++)
-          if ((int)blockIdx.x < b.works[k].nchannels) prof_mark_start(b.works[k].prof);
+        for (;;) {
+          const uint32_t k = j + lane;
+          const bool same = k < b.nworks && b.works[k].algo == KERN_ALGO_ONESHOT &&
+                            b.works[k].scalar_bits == w.scalar_bits &&
+                            b.works[k].scalar_ptr == w.scalar_ptr &&
+                            b.works[k].divisor == w.divisor;
+          const uint32_t differ = ~__ballot_sync(0xffffffffu, same);
+          if (differ != 0) {
+            j += (uint32_t)__ffs((int)differ) - 1;
+            break;
+          }
+          j += 32;
+        }
+        /* Each work's records by a thread of its own (thread k - i for work k). */
+        const uint32_t mine = i + threadIdx.x;
+        const bool marks = mine < j && (int)blockIdx.x < b.works[mine].nchannels &&
+                           b.works[mine].prof != nullptr;
+        if (marks)
+          *(volatile uint64_t*)&b.works[mine].prof[blockIdx.x].start = global_timer();
         direct_allreduce(R(w.scalar_bits, w.scalar_ptr, w.divisor), &b.works[i], j - i);
-        for (uint32_t k = i; k < j; k++)
-          if ((int)blockIdx.x < b.works[k].nchannels) prof_mark_stop(b.works[k].prof);
-        __syncthreads();
+        __syncthreads(); /* every thread's lines stored before any stop mark */
+        if (marks) {
+          __threadfence_system(); /* the host sees stop only after start and the work's writes */
+          *(volatile uint64_t*)&b.works[mine].prof[blockIdx.x].stop = global_timer();
+        }
         i = j - 1;
         continue;
       }

@@ -202,9 +202,15 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
   if ((int)blockIdx.x >= ctas) return; /* the same for the whole CTA */
   __shared__ direct_state sh;
   __shared__ direct_run run;
-  if (tid == 0) {
-    uint64_t lines = 0;
-    for (uint32_t k = 0; k < nw; k++) {
+  /* The run's table, by warp 0: lane l takes works l and l + 32 (their parts: loads of the
+   * parameter and 64-bit divisions, which one thread for 40 works made a launch of 40 one-line
+   * works some 20 us slower than one), then a warp scan gives each work's end in lines. */
+  static_assert(KERN_COLL_BATCH_MAX <= 64, "warp 0 takes two works per lane");
+  if (tid < 32) {
+    uint64_t lines[2] = {0, 0};
+    for (int h = 0; h < 2; h++) {
+      const uint32_t k = tid + 32u * (uint32_t)h;
+      if (k >= nw) continue;
       const kern_coll_work_t& w = ws[k];
       uint64_t off = 0, cnt = 0;
       if ((int)blockIdx.x < w.nchannels)
@@ -213,8 +219,18 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
       run.in[k] = (const char*)w.sendbuff + off * sizeof(B);
       run.out[k] = (char*)w.recvbuff + off * sizeof(B);
       run.nbytes[k] = cnt * sizeof(B);
-      lines += (cnt * sizeof(B) + 7) / 8;
-      run.lend[k] = lines;
+      lines[h] = (cnt * sizeof(B) + 7) / 8;
+    }
+    uint64_t carry = 0;
+    for (int h = 0; h < 2; h++) {
+      uint64_t v = lines[h];
+      for (int d = 1; d < 32; d <<= 1) {
+        const uint64_t u = __shfl_up_sync(0xffffffffu, v, d);
+        if ((int)tid >= d) v += u;
+      }
+      const uint32_t k = tid + 32u * (uint32_t)h;
+      if (k < nw) run.lend[k] = carry + v;
+      carry += __shfl_sync(0xffffffffu, v, 31);
     }
   }
   direct_open(comm, ws[0], sh); /* ends with a barrier: run's entries are visible */
