@@ -95,10 +95,10 @@ __device__ __forceinline__ void direct_room(kern_comm_t* comm, direct_state& sh,
   const uint32_t tid = threadIdx.x;
   if (tid < (uint32_t)n && (int)tid != me) {
     direct_peer& p = sh.peers[tid];
-    if (p.head_seen + KERN_NSLOTS < p.sstep + (uint64_t)steps) {
+    if (!kern_ll_room(p.head_seen, p.sstep, (uint64_t)steps)) {
       int spins = 0;
       uint64_t h;
-      while ((h = ld_acquire_sys(p.shead)) + KERN_NSLOTS < p.sstep + (uint64_t)steps) {
+      while (!kern_ll_room(h = ld_acquire_sys(p.shead), p.sstep, (uint64_t)steps)) {
         if (++spins == KERN_ABORT_CHECK_SPINS) {
           spins = 0;
           if (*comm->abort_flag) {
@@ -119,8 +119,8 @@ __device__ __forceinline__ bool direct_poll(const kern_comm_t* comm, direct_stat
                                             int ahead, uint64_t l, uint2* v) {
   const direct_peer& p = sh.peers[q];
   const uint64_t step = p.rstep + (uint64_t)ahead;
-  const uint32_t f = (uint32_t)(step + 1);
-  const char* at = p.rbuf + (step % KERN_NSLOTS) * p.rslot + l * KERN_LL_LINE_BYTES;
+  const uint32_t f = kern_ll_flag(step);
+  const char* at = p.rbuf + kern_ll_line_at(step, p.rslot, l);
   uint4 line = ld_volatile_v4(at);
   int spins = 0;
   while (line.y != f || line.w != f) {
@@ -142,9 +142,8 @@ __device__ __forceinline__ void direct_put(direct_state& sh, int q, int ahead, u
                                            uint2 v) {
   const direct_peer& p = sh.peers[q];
   const uint64_t step = p.sstep + (uint64_t)ahead;
-  const uint32_t f = (uint32_t)(step + 1);
-  st_volatile_v4(p.sbuf + (step % KERN_NSLOTS) * p.sslot + l * KERN_LL_LINE_BYTES,
-                 make_uint4(v.x, f, v.y, f));
+  const uint32_t f = kern_ll_flag(step);
+  st_volatile_v4(p.sbuf + kern_ll_line_at(step, p.sslot, l), make_uint4(v.x, f, v.y, f));
 }
 
 /* After a CTA barrier (every line of the steps read): publish head, and every end moves `steps`

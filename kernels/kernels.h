@@ -213,6 +213,24 @@ static inline KERN_HOST_DEVICE void kern_split_part(uint64_t count, uint64_t uni
   *cnt_p = end - off;
 }
 
+/* The LL rule of a connection's step counters (kern_conn_t.step, head), shared by the kernels and
+ * the CPU test of its logic (test/unit/test_ll_epochs.c). Step s lives in slot s % KERN_NSLOTS
+ * and its lines carry the flag (uint32_t)(s + 1) in both 8-byte halves; a sender may write `steps`
+ * more steps from step s only while head + KERN_NSLOTS >= s + steps, head being the steps the
+ * receiver has finished reading. The counters carry over between kernels, so a line an earlier
+ * step left in a slot (of this kernel, an earlier call or an earlier replay of a CUDA graph)
+ * bears another step's flag and is never taken for the current one. */
+static inline KERN_HOST_DEVICE uint32_t kern_ll_flag(uint64_t step) {
+  return (uint32_t)(step + 1);
+}
+static inline KERN_HOST_DEVICE uint64_t kern_ll_line_at(uint64_t step, uint32_t slot_bytes,
+                                                        uint64_t line) {
+  return (step % KERN_NSLOTS) * (uint64_t)slot_bytes + line * KERN_LL_LINE_BYTES;
+}
+static inline KERN_HOST_DEVICE int kern_ll_room(uint64_t head, uint64_t step, uint64_t steps) {
+  return head + KERN_NSLOTS >= step + steps;
+}
+
 typedef struct kern_conn {
   /* Per protocol (kern_proto_t), KERN_NSLOTS * slot_bytes[p] bytes, NULL when the connection
    * was made without that protocol (slot_bytes[p] == 0). Receive end: where data arrives (read
