@@ -219,10 +219,7 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
         uint32_t j = i + 1;
         for (;;) {
           const uint32_t k = j + lane;
-          const bool same = k < b.nworks && b.works[k].algo == KERN_ALGO_ONESHOT &&
-                            b.works[k].scalar_bits == w.scalar_bits &&
-                            b.works[k].scalar_ptr == w.scalar_ptr &&
-                            b.works[k].divisor == w.divisor;
+          const bool same = k < b.nworks && kern_oneshot_joins(&w, &b.works[k]);
           const uint32_t differ = ~__ballot_sync(0xffffffffu, same);
           if (differ != 0) {
             j += (uint32_t)__ffs((int)differ) - 1;
@@ -232,16 +229,12 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
         }
         /* Each work's records by a thread of its own (thread k - i for work k). */
         const uint32_t mine = i + threadIdx.x;
-        const bool marks = mine < j && (int)blockIdx.x < b.works[mine].nchannels &&
-                           b.works[mine].prof != nullptr;
-        if (marks)
-          *(volatile uint64_t*)&b.works[mine].prof[blockIdx.x].start = global_timer();
+        const bool marks = mine < j && (int)blockIdx.x < b.works[mine].nchannels;
+        kern_prof_rec_t* recs = marks ? b.works[mine].prof : nullptr;
+        prof_mark_start_by(recs, marks);
         direct_allreduce(R(w.scalar_bits, w.scalar_ptr, w.divisor), &b.works[i], j - i);
         __syncthreads(); /* every thread's lines stored before any stop mark */
-        if (marks) {
-          __threadfence_system(); /* the host sees stop only after start and the work's writes */
-          *(volatile uint64_t*)&b.works[mine].prof[blockIdx.x].stop = global_timer();
-        }
+        prof_mark_stop_by(recs, marks);
         i = j - 1;
         continue;
       }

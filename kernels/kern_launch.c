@@ -211,17 +211,13 @@ static ncclResult_t kern_coll_check(const kern_coll_work_t* w, const char* what)
   return ncclSuccess;
 }
 
-/* A validated batch (one work or more) to its kernel: the reductions' of its (op, type), or the
- * copy kernel. */
+/* A batch (one work or more) that kern_coll_check passed, so its instance is built, to its kernel:
+ * the reductions' of its (op, type), or the copy kernel. */
 static ncclResult_t kern_coll_batch_start(const kern_coll_batch_t* b, cudaStream_t stream) {
   const kern_coll_work_t* w0 = &b->works[0];
   cudaError_t err;
   if (kern_coll_reduces(w0->coll)) {
-    kern_coll_batch_launch_fn* fn = kern_coll_batch_table[w0->op][w0->type];
-    if (fn == NULL) /* kern_coll_check found it */
-      return kern_fail(ncclInvalidUsage, "collective kernel for %s/%s not built (kernel_subset=%s)",
-                       kern_op_names[w0->op], kern_type_names[w0->type], kern_subset_str);
-    err = fn(b, stream);
+    err = kern_coll_batch_table[w0->op][w0->type](b, stream); /* built: kern_coll_check */
   } else {
     err = kern_copy_coll_batch_launch(b, stream);
   }

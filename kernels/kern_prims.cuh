@@ -583,15 +583,22 @@ __device__ __forceinline__ uint64_t global_timer() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-__device__ __forceinline__ void prof_mark_start(kern_prof_rec_t* recs) {
-  if (recs != nullptr && threadIdx.x == 0)
-    *(volatile uint64_t*)&recs[blockIdx.x].start = global_timer();
+/* The CTA's start or stop time into its record, written by the thread that is `writer`
+ * (thread 0 by default). */
+__device__ __forceinline__ void prof_mark_start_by(kern_prof_rec_t* recs, bool writer) {
+  if (recs != nullptr && writer) *(volatile uint64_t*)&recs[blockIdx.x].start = global_timer();
 }
-__device__ __forceinline__ void prof_mark_stop(kern_prof_rec_t* recs) {
-  if (recs != nullptr && threadIdx.x == 0) {
+__device__ __forceinline__ void prof_mark_stop_by(kern_prof_rec_t* recs, bool writer) {
+  if (recs != nullptr && writer) {
     __threadfence_system(); /* the host sees stop only after start and the work's writes */
     *(volatile uint64_t*)&recs[blockIdx.x].stop = global_timer();
   }
+}
+__device__ __forceinline__ void prof_mark_start(kern_prof_rec_t* recs) {
+  prof_mark_start_by(recs, threadIdx.x == 0);
+}
+__device__ __forceinline__ void prof_mark_stop(kern_prof_rec_t* recs) {
+  prof_mark_stop_by(recs, threadIdx.x == 0);
 }
 
 template <int PROTO, class R>

@@ -341,6 +341,16 @@ typedef struct kern_coll_work {
   uint32_t nthreads;    /* threads per CTA: a multiple of 32 in [64, KERN_NTHREADS] */
 } kern_coll_work_t;
 
+/* Whether OneShot work b continues the run of OneShot work a in one batch (kernels.h's batch
+ * kernel streams such a run as one): both OneShot, with the same operator arguments. The kernel
+ * and the plan (which gives the run its CTAs) must agree, so both ask this. */
+static inline KERN_HOST_DEVICE int kern_oneshot_joins(const kern_coll_work_t* a,
+                                                      const kern_coll_work_t* b) {
+  return a->algo == KERN_ALGO_ONESHOT && b->algo == KERN_ALGO_ONESHOT &&
+         b->scalar_bits == a->scalar_bits && b->scalar_ptr == a->scalar_ptr &&
+         b->divisor == a->divisor;
+}
+
 /* One send, receive or local copy of a p2p batch. A send (recv) to/from peer uses the p2p
  * connections [peer][0..nctas-1]: its bytes are split into nctas parts of whole 16-byte units
  * (the last part takes the rest), and both ends must use the same nctas and byte count. */

@@ -233,17 +233,13 @@ int enqueue_plan_batch_max(void) {
 /* Consecutive OneShot works of a launch with the same operator arguments run as one stream of
  * lines (kern_direct.cuh: each CTA takes its part of every work): such a run gets the CTAs its
  * bytes together call for, not the few each work's own size asks (40 all-reduces of 4 KB, one
- * CTA each, moved 160 KB through one CTA). The kernel's merge condition, so every rank, which
- * forms the same batches, splits alike. */
+ * CTA each, moved 160 KB through one CTA). Runs as the kernel forms them (kern_oneshot_joins), so
+ * every rank, which forms the same batches, splits alike. */
 void enqueue_plan_spread_oneshot(const tune_t* t, kern_coll_batch_t* b) {
   for (uint32_t i = 0; i < b->nworks;) {
     const kern_coll_work_t* w = &b->works[i];
     uint32_t j = i + 1;
-    if (w->algo == KERN_ALGO_ONESHOT)
-      while (j < b->nworks && b->works[j].algo == KERN_ALGO_ONESHOT &&
-             b->works[j].scalar_bits == w->scalar_bits && b->works[j].scalar_ptr == w->scalar_ptr &&
-             b->works[j].divisor == w->divisor)
-        j++;
+    while (j < b->nworks && kern_oneshot_joins(w, &b->works[j])) j++;
     if (j - i >= 2) {
       uint64_t total = 0;
       int most = 0;
