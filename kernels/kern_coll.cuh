@@ -213,13 +213,27 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
        * OneShot works with the same operator arguments run as one stream of lines
        * (direct_allreduce): their small steps merge. */
       if (w.algo == KERN_ALGO_ONESHOT) {
+        /* The works from here on, copied to shared memory, 8 bytes per thread: the run reads
+         * each work's fields from many lanes at once, and a kernel parameter read at a different
+         * address per lane is served one address at a time (a 40-work run of 8-byte works took
+         * about 6 us more than one work, measured on one H200). */
+        __shared__ kern_coll_work_t sw[KERN_COLL_BATCH_MAX];
+        static_assert(sizeof(kern_coll_work_t) % sizeof(uint2) == 0, "works of whole uint2");
+        {
+          const uint2* src = (const uint2*)&b.works[i];
+          uint2* dst = (uint2*)sw;
+          const uint32_t words = (b.nworks - i) * (uint32_t)(sizeof(kern_coll_work_t) / 8);
+          for (uint32_t x = threadIdx.x; x < words; x += blockDim.x) dst[x] = src[x];
+        }
+        __syncthreads();
+        const uint32_t nleft = b.nworks - i;
         /* The run's end, 32 works at a time: lane l tests work j + l (every warp alike, so the
-         * whole CTA agrees); one thread walking 40 works' parameters costs microseconds. */
+         * whole CTA agrees). */
         const uint32_t lane = threadIdx.x & 31u;
-        uint32_t j = i + 1;
+        uint32_t j = 1;
         for (;;) {
           const uint32_t k = j + lane;
-          const bool same = k < b.nworks && kern_oneshot_joins(&w, &b.works[k]);
+          const bool same = k < nleft && kern_oneshot_joins(&sw[0], &sw[k]);
           const uint32_t differ = ~__ballot_sync(0xffffffffu, same);
           if (differ != 0) {
             j += (uint32_t)__ffs((int)differ) - 1;
@@ -227,15 +241,15 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
           }
           j += 32;
         }
-        /* Each work's records by a thread of its own (thread k - i for work k). */
-        const uint32_t mine = i + threadIdx.x;
-        const bool marks = mine < j && (int)blockIdx.x < b.works[mine].nchannels;
-        kern_prof_rec_t* recs = marks ? b.works[mine].prof : nullptr;
+        /* Each work's records by a thread of its own (thread k for work k of the run). */
+        const bool marks = threadIdx.x < j && (int)blockIdx.x < sw[threadIdx.x].nchannels;
+        kern_prof_rec_t* recs = marks ? sw[threadIdx.x].prof : nullptr;
         prof_mark_start_by(recs, marks);
-        direct_allreduce(R(w.scalar_bits, w.scalar_ptr, w.divisor), &b.works[i], j - i);
-        __syncthreads(); /* every thread's lines stored before any stop mark */
+        direct_allreduce(R(w.scalar_bits, w.scalar_ptr, w.divisor), sw, j);
+        __syncthreads(); /* every thread's lines stored (and sw read) before any stop mark and
+                          * before a later run rewrites sw */
         prof_mark_stop_by(recs, marks);
-        i = j - 1;
+        i += j - 1;
         continue;
       }
     }

@@ -201,9 +201,9 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
   if ((int)blockIdx.x >= ctas) return; /* the same for the whole CTA */
   __shared__ direct_state sh;
   __shared__ direct_run run;
-  /* The run's table, by warp 0: lane l takes works l and l + 32 (their parts: loads of the
-   * parameter and 64-bit divisions, which one thread for 40 works made a launch of 40 one-line
-   * works some 20 us slower than one), then a warp scan gives each work's end in lines. */
+  /* The run's table, by warp 0: lane l takes works l and l + 32 (their parts: 64-bit
+   * divisions), then a warp scan gives each work's end in lines. ws may be in shared memory
+   * (coll_batch_run copies a batch's works there). */
   static_assert(KERN_COLL_BATCH_MAX <= 64, "warp 0 takes two works per lane");
   if (tid < 32) {
     uint64_t lines[2] = {0, 0};
@@ -243,7 +243,15 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
     /* Write this rank's lines to every peer, then fold every rank's in rank order. */
     for (uint32_t l = tid; l < nlines; l += nthreads) {
       const uint64_t gl = base + l;
-      while (run.lend[k] <= gl) k++;
+      if (run.lend[k] <= gl) { /* the first work ending past gl: k + 1..nw-1, by halves */
+        uint32_t lo = k + 1, hi = nw - 1;
+        while (lo < hi) {
+          const uint32_t mid = (lo + hi) / 2;
+          if (run.lend[mid] <= gl) lo = mid + 1;
+          else hi = mid;
+        }
+        k = lo;
+      }
       const uint64_t o = (gl - (k > 0 ? run.lend[k - 1] : 0)) * 8, nbytes = run.nbytes[k];
       const uint32_t valid = nbytes - o < 8 ? (uint32_t)(nbytes - o) : 8u;
       const uint2 mine = r.pre(user_load<uint2>(run.in[k] + o, valid), true);
