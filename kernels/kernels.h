@@ -393,7 +393,7 @@ typedef struct kern_p2p_batch {
  * the two ends need not agree on it (kern_prims.cuh: lines are placed by index, threads only
  * share them out).
  */
-#define KERN_COLL_BATCH_MAX 40
+#define KERN_COLL_BATCH_MAX 64
 /* The first word of every batch: an emulated launch (the CPU tests' fake runtime) tells a batch
  * from a single work by it. Not a pointer any allocation can have (non-canonical, odd), so a
  * single work's records pointer, in the same place, never equals it. */
@@ -452,8 +452,11 @@ KERN_STATIC_ASSERT(offsetof(kern_p2p_batch_t, prof) == 0, "kern_p2p_batch_t layo
 KERN_STATIC_ASSERT(offsetof(kern_coll_batch_t, works) == 16, "kern_coll_batch_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_coll_batch_t) == 16 + 96 * KERN_COLL_BATCH_MAX,
                    "kern_coll_batch_t layout");
-KERN_STATIC_ASSERT(sizeof(kern_coll_batch_t) <= 4096,
-                   "a collective batch fits the classic parameter space");
+/* Over the classic 4 KB of kernel parameters: CUDA 12.1 and later take up to 32764 bytes (Volta
+ * and newer); a launch copies only the works in use (kern_internal.h), so a batch of a few works
+ * costs what it did. */
+KERN_STATIC_ASSERT(sizeof(kern_coll_batch_t) <= 32764,
+                   "a collective batch fits the kernel parameter space");
 KERN_STATIC_ASSERT(sizeof(kern_p2p_op_t) == 32, "kern_p2p_op_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_p2p_batch_t) <= 4096, "a p2p batch fits the classic parameter space");
 

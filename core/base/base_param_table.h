@@ -133,9 +133,9 @@ PARAM_INT(ONESHOT, "CHOIR_ONESHOT", 1,
           "1: where every pair of ranks is p2p (one node, at most 8 ranks), make the OneShot "
           "AllReduce's direct connections (8 per peer and direction, each an LL buffer of "
           "NCCL_LL_BUFFSIZE bytes) with the ring, so the plan may choose OneShot; 0: never")
-PARAM_INT(AGG_MAX, "CHOIR_AGG_MAX", 40,
-          "most collectives of one group that run in one kernel launch, 1..40 (1: one launch per "
-          "collective; larger values are taken as 40); consecutive collectives of a group on one "
+PARAM_INT(AGG_MAX, "CHOIR_AGG_MAX", 64,
+          "most collectives of one group that run in one kernel launch, 1..64 (1: one launch per "
+          "collective; larger values are taken as 64); consecutive collectives of a group on one "
           "stream with the same kernel (protocol, operator and type) share a launch")
 PARAM_INT(P2P_NVL_CHUNKSIZE, "NCCL_P2P_NVL_CHUNKSIZE", 524288,
           "slot size in bytes of send/recv connections over NVLink")

@@ -204,10 +204,10 @@ int main(void) {
   b.tag = KERN_COLL_BATCH_TAG;
   b.nworks = 0;
   CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
-  CHECK_CONTAINS(kern_last_error(), "nworks 0 outside 1..40");
+  CHECK_CONTAINS(kern_last_error(), "nworks 0 outside 1..64");
   b.nworks = KERN_COLL_BATCH_MAX + 1;
   CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
-  CHECK_CONTAINS(kern_last_error(), "nworks 41 outside");
+  CHECK_CONTAINS(kern_last_error(), "nworks 65 outside");
   b.nworks = 3;
   b.works[2] = w;
   b.works[2].nthreads = 100;

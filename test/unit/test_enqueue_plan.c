@@ -231,7 +231,8 @@ static void case_batches(void) {
     CHECK_MSG(nb == (N + max - 1) / max, "max %d: %d batches", max, nb);
     for (int b = 0; b + 1 < nb; b++) CHECK_EQ_INT(sizes[b], max);
   }
-  CHECK_EQ_INT(cut(keys, 64, KERN_COLL_BATCH_MAX, sizes), 2); /* a group of 64: 2 launches */
+  CHECK_EQ_INT(cut(keys, 64, KERN_COLL_BATCH_MAX, sizes), 1); /* a group of 64: one launch */
+  CHECK_EQ_INT(cut(keys, 65, KERN_COLL_BATCH_MAX, sizes), 2);
   /* One field that differs cuts: stream, protocol, operator, type, reduction vs copy. */
   for (int f = 0; f < 5; f++) {
     for (int i = 0; i < 6; i++) keys[i] = k0;
