@@ -376,6 +376,23 @@ static void bench(int sweep, int sms) {
       {KERN_OP_AVG, ncclInt8, 2, 1},
       {KERN_OP_PREMULSUM, ncclFloat8e4m3, 2, 1},
   };
+  /* The reference: cudaMemcpyAsync device to device of the same bytes (read + write counted, as
+   * for N=1 M=1). */
+  double memcpy_gbs = 0;
+  {
+    const int iters = 20;
+    CUDA_OK(cudaMemcpyAsync(dst[0], src[0], bytes, cudaMemcpyDeviceToDevice, NULL));
+    CUDA_OK(cudaEventRecord(e0, NULL));
+    for (int i = 0; i < iters; i++)
+      CUDA_OK(cudaMemcpyAsync(dst[0], src[0], bytes, cudaMemcpyDeviceToDevice, NULL));
+    CUDA_OK(cudaEventRecord(e1, NULL));
+    CUDA_OK(cudaEventSynchronize(e1));
+    float ms;
+    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    memcpy_gbs = 2.0 * (double)bytes * iters / (ms * 1e-3) / 1e9;
+    printf("bench cudaMemcpyAsync D2D 256 MiB          : %7.1f GB/s (%.3f ms)\n", memcpy_gbs,
+           ms / iters);
+  }
   for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
     if (!kern_instance_available((kern_op_t)shapes[k].op, (ncclDataType_t)shapes[k].type)) continue;
     kern_reduce_copy_args_t a;
@@ -410,8 +427,11 @@ static void bench(int sweep, int sms) {
         snprintf(grid, sizeof grid, "%d CTA/SM", per_sm);
       else
         snprintf(grid, sizeof grid, "auto");
-      printf("bench %-9s %-6s N=%d M=%d 256 MiB %-9s: %7.1f GB/s (%.3f ms)\n", kern_op_name(a.op),
+      printf("bench %-9s %-6s N=%d M=%d 256 MiB %-9s: %7.1f GB/s (%.3f ms)", kern_op_name(a.op),
              kern_type_name(a.type), a.nsrcs, a.ndsts, grid, gbs, ms / iters);
+      if (a.nsrcs == 1 && a.ndsts == 1 && memcpy_gbs > 0)
+        printf(", %.1f%% of cudaMemcpy", 100.0 * gbs / memcpy_gbs);
+      printf("\n");
     }
   }
   for (int s = 0; s < KERN_RC_MAX_SRCS; s++) CUDA_OK(cudaFree(src[s]));
