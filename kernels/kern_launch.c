@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kern_internal.h"
 #include "nccl_common.h"
@@ -243,6 +244,9 @@ ncclResult_t kern_coll_launch(const kern_coll_work_t* w, cudaStream_t stream) {
   return kern_coll_batch_start(&b, stream);
 }
 
+/* What kern_coll_check calls a work of a batch; a failure message then gets its index. */
+#define KERN_BATCH_WHAT "collective batch work"
+
 ncclResult_t kern_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   if (b == NULL) return kern_fail(ncclInvalidArgument, "collective batch: batch is NULL");
   if (b->tag != KERN_COLL_BATCH_TAG)
@@ -255,10 +259,12 @@ ncclResult_t kern_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t str
   const kern_coll_work_t* w0 = &b->works[0];
   for (uint32_t i = 0; i < b->nworks; i++) {
     const kern_coll_work_t* w = &b->works[i];
-    char what[48];
-    snprintf(what, sizeof(what), "collective batch work %u", i);
-    ncclResult_t res = kern_coll_check(w, what);
-    if (res != ncclSuccess) return res;
+    ncclResult_t res = kern_coll_check(w, KERN_BATCH_WHAT);
+    if (res != ncclSuccess) { /* the work's index goes into the message only now */
+      char rest[sizeof(kern_err_buf)];
+      snprintf(rest, sizeof(rest), "%s", kern_err_buf + strlen(KERN_BATCH_WHAT));
+      return kern_fail(res, KERN_BATCH_WHAT " %u%s", i, rest);
+    }
     if (i == 0) continue;
     /* One kernel runs them all: the same protocol, the same family, and for reductions the same
      * (op, type). The communicator too: the kernel takes each work's, but the connections of

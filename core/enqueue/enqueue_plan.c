@@ -328,7 +328,14 @@ static ncclResult_t enq_launch_coll_all(enq_comm_t* dp) {
     const enq_op_t* op = &dp->ops[i];
     if (!enq_is_coll(op->kind) || op->count == 0) continue;
     ops[k] = op;
-    res = enqueue_plan_make(dp->tune, op, dp->nranks, n, c0->slot_bytes, dp->nchannels, &plans[k]);
+    /* A run of alike collectives (a group of equal all-reduces) asks the model once: the plan
+     * depends only on the kind and the bytes, and the model answers equal inputs alike. */
+    if (k > 0 && op->kind == ops[k - 1]->kind &&
+        enqueue_plan_nbytes(op, dp->nranks) == enqueue_plan_nbytes(ops[k - 1], dp->nranks))
+      plans[k] = plans[k - 1];
+    else
+      res = enqueue_plan_make(dp->tune, op, dp->nranks, n, c0->slot_bytes, dp->nchannels,
+                              &plans[k]);
     if (res == ncclSuccess) keys[k] = enqueue_plan_batch_key(op, &plans[k]);
     k++;
   }

@@ -833,7 +833,7 @@ static void case_group_batches(void) {
     CHECK_TRUE(res == ncclInProgress || res == ncclSuccess);
   }
   for (int r = 0; r < 2; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
-  /* N alike per rank: 3 batches (40, 40, 10) each, in call order. */
+  /* N alike per rank: 2 batches (64, 26) each, in call order. */
   const int launches0 = __atomic_load_n(&fake_cudart.launches, __ATOMIC_RELAXED);
   const int batches0 = fake_cudart.batches, works0 = fake_cudart.batch_works;
   for (int r = 0; r < 2; r++) {
