@@ -112,8 +112,10 @@ typedef struct tune_choice {
  * count * type size, times nranks for AllGather and ReduceScatter (the tuner ABI's convention).
  * numPipeOps: operations of the group planned together (1 for one). One INFO line under
  * NCCL_DEBUG_SUBSYS=TUNING per call: the operation, the choice, its estimate, and whether the
- * tuner or a knob changed it. Errors: ncclInvalidUsage when nothing usable is left (cannot
- * happen after a successful tune_create), the plugin's error when getCollInfo fails.
+ * tuner or a knob changed it. Without a tuner plugin and TUNING lines, the last few answers are
+ * remembered and a repeated question takes its answer (the same as asking again). Errors:
+ * ncclInvalidUsage when nothing usable is left (cannot happen after a successful tune_create),
+ * the plugin's error when getCollInfo fails.
  */
 ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
                          tune_choice_t* out);

@@ -14,6 +14,9 @@
 #include "kernels.h"
 #include "tune_internal.h"
 
+/* Choices tune_choose remembers (see there). */
+#define TUNE_MEMO 8
+
 struct tune {
   tune_topo_t topo;
   uint64_t comm_hash;
@@ -23,6 +26,14 @@ struct tune {
   uint32_t proto_usable; /* in topo.proto_mask, with a slot that holds a step */
   tune_model_t model;
   tune_tuner_t* tuner;
+  /* The last few choices (tune_choose's memo), newest at memo_next - 1 (mod TUNE_MEMO). */
+  struct {
+    ncclFunc_t coll;
+    int num_pipe_ops;
+    uint64_t nbytes;
+    tune_choice_t c;
+  } memo[TUNE_MEMO];
+  int memo_n, memo_next;
 };
 
 /* NCCL's rows (what a tuner sees), then Choir's own algorithms' (tune.h). */
@@ -190,14 +201,46 @@ static void tune_log(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_
        c->chunk_bytes, (double)c->time_us, tuner, knob);
 }
 
+static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
+                                    int num_pipe_ops, tune_choice_t* out);
+
+/* The model answers equal inputs alike, so a repeated question (a training step's same sizes
+ * call after call) takes the remembered answer: the table, the knobs and the channel and chunk
+ * sizing cost more than a launch's host time with ranks sharing a GPU. Not with a tuner plugin
+ * (it is asked every time, as NCCL asks it) nor while TUNING lines are on (one per call). */
 ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
                          tune_choice_t* out) {
+  if (num_pipe_ops < 1) num_pipe_ops = 1;
+  const bool memo = t->tuner == NULL && !log_enabled(NCCL_LOG_INFO, NCCL_TUNING);
+  if (memo) {
+    for (int i = 0; i < t->memo_n; i++) {
+      if (t->memo[i].coll == coll && t->memo[i].nbytes == nbytes &&
+          t->memo[i].num_pipe_ops == num_pipe_ops) {
+        *out = t->memo[i].c;
+        return ncclSuccess;
+      }
+    }
+  }
+  CHECK(tune_choose_now(t, coll, nbytes, num_pipe_ops, out));
+  if (memo) {
+    const int i = t->memo_next;
+    t->memo[i].coll = coll;
+    t->memo[i].nbytes = nbytes;
+    t->memo[i].num_pipe_ops = num_pipe_ops;
+    t->memo[i].c = *out;
+    t->memo_next = (i + 1) % TUNE_MEMO;
+    if (t->memo_n < TUNE_MEMO) t->memo_n++;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
+                                    int num_pipe_ops, tune_choice_t* out) {
   if ((int)coll < 0 || coll >= TUNE_NUM_COLLS) {
     WARN("tune_choose: %s (%d) is not a collective with an algorithm to choose",
          tune_coll_name(coll), (int)coll);
     return ncclInternalError;
   }
-  if (num_pipe_ops < 1) num_pipe_ops = 1;
   tune_why_t w;
   memset(&w, 0, sizeof(w));
   tune_table_t table;

@@ -784,6 +784,42 @@ static void case_links_simple(void) {
   links_case("^simple", w);
 }
 
+/* tune_choose remembers its last answers: asked again (in any order, more distinct questions
+ * than it keeps), each answer equals a fresh model's for the same question. */
+static void case_memo(void) {
+  fixture_t fx[NFIX];
+  fixtures(fx);
+  for (int f = 0; f < NFIX; f++) {
+    tune_t* t = NULL;
+    CHECK_EQ_INT(tune_create(&fx[f].topo, 0x1234, 0, &t), ncclSuccess);
+    if (t == NULL) continue;
+    uint32_t x = 12345;
+    for (int q = 0; q < 400; q++) {
+      x = x * 1103515245u + 12345u;
+      const ncclFunc_t coll = colls[(x >> 8) % TUNE_NUM_COLLS];
+      const uint64_t n = size_at((int)((x >> 16) % 6u) * 4);
+      const int pipe = 1 + (int)((x >> 28) % 2u);
+      tune_choice_t c, ref;
+      tune_t* fresh = NULL;
+      for (int rep = 0; rep <= (int)((x >> 4) % 2u); rep++) /* asked once or twice in a row */
+        CHECK_EQ_INT(tune_choose(t, coll, n, pipe, &c), ncclSuccess);
+      CHECK_EQ_INT(tune_create(&fx[f].topo, 0x1234, 0, &fresh), ncclSuccess);
+      if (fresh == NULL) break;
+      CHECK_EQ_INT(tune_choose(fresh, coll, n, pipe, &ref), ncclSuccess);
+      tune_destroy(fresh);
+      CHECK_MSG(c.algo == ref.algo && c.proto == ref.proto && c.nchannels == ref.nchannels &&
+                    c.nthreads == ref.nthreads && c.chunk_bytes == ref.chunk_bytes &&
+                    c.time_us == ref.time_us,
+                "%s %s %llu pipe %d, question %d: %d/%d %d ch %d thr chunk %u %.3f us, fresh "
+                "model %d/%d %d ch %d thr chunk %u %.3f us", fx[f].name, tune_coll_name(coll),
+                (unsigned long long)n, pipe, q, c.algo, c.proto, c.nchannels, c.nthreads,
+                c.chunk_bytes, (double)c.time_us, ref.algo, ref.proto, ref.nchannels,
+                ref.nthreads, ref.chunk_bytes, (double)ref.time_us);
+    }
+    tune_destroy(t);
+  }
+}
+
 /* Equal inputs, equal decisions: two communicators' ranks built separately. */
 static void case_same_on_every_rank(void) {
   env_quiet();
@@ -913,6 +949,7 @@ int main(int argc, char** argv) {
   fork_case("links_no_ll", case_links_no_ll);
   fork_case("links_simple", case_links_simple);
   fork_case("same_on_every_rank", case_same_on_every_rank);
+  fork_case("memo", case_memo);
   fork_case("bad_inputs", case_bad_inputs);
   return check_finish("test-tune");
 }
