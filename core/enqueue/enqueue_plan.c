@@ -261,10 +261,11 @@ void enqueue_plan_spread_oneshot(const tune_t* t, kern_coll_batch_t* b) {
  * kernel-channel records (each work's own, contiguous, as the kernel writes them). */
 static ncclResult_t enq_launch_colls(enq_comm_t* dp, const enq_op_t* const* ops,
                                      const enq_plan_t* plans, int n) {
-  static kern_coll_batch_t zero;
-  kern_coll_batch_t b = zero;
+  /* Only the first n works are read (the launch copies only those): no zeroing of the rest. */
+  kern_coll_batch_t b;
   b.tag = KERN_COLL_BATCH_TAG;
   b.nworks = (uint32_t)n;
+  b.pad = 0;
   for (int i = 0; i < n; i++) enq_coll_work(dp, ops[i], &plans[i], &b.works[i]);
   enqueue_plan_spread_oneshot(dp->tune, &b);
   const cudaStream_t s = ops[0]->stream;
@@ -328,14 +329,7 @@ static ncclResult_t enq_launch_coll_all(enq_comm_t* dp) {
     const enq_op_t* op = &dp->ops[i];
     if (!enq_is_coll(op->kind) || op->count == 0) continue;
     ops[k] = op;
-    /* A run of alike collectives (a group of equal all-reduces) asks the model once: the plan
-     * depends only on the kind and the bytes, and the model answers equal inputs alike. */
-    if (k > 0 && op->kind == ops[k - 1]->kind &&
-        enqueue_plan_nbytes(op, dp->nranks) == enqueue_plan_nbytes(ops[k - 1], dp->nranks))
-      plans[k] = plans[k - 1];
-    else
-      res = enqueue_plan_make(dp->tune, op, dp->nranks, n, c0->slot_bytes, dp->nchannels,
-                              &plans[k]);
+    res = enqueue_plan_make(dp->tune, op, dp->nranks, n, c0->slot_bytes, dp->nchannels, &plans[k]);
     if (res == ncclSuccess) keys[k] = enqueue_plan_batch_key(op, &plans[k]);
     k++;
   }
