@@ -115,13 +115,19 @@ static int proto_rank(const tune_topo_t* topo, int proto) {
   return proto == NCCL_PROTO_LL128 ? 0 : proto == NCCL_PROTO_LL ? 1 : 2;
 }
 
+/* The model of fixture fx (comm hash 0x1234, rank 0); NULL after a failed check. */
+static tune_t* fixture_tune(const fixture_t* fx) {
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&fx->topo, 0x1234, 0, &t), ncclSuccess);
+  return t;
+}
+
 static void case_model_shape(void) {
   env_quiet();
   fixture_t fx[NFIX];
   fixtures(fx);
   for (int f = 0; f < NFIX; f++) {
-    tune_t* t = NULL;
-    CHECK_EQ_INT(tune_create(&fx[f].topo, 0x1234, 0, &t), ncclSuccess);
+    tune_t* t = fixture_tune(&fx[f]);
     if (t == NULL) continue;
     for (int k = 0; k < TUNE_NUM_COLLS; k++) {
       int last_proto = -1;
@@ -790,8 +796,7 @@ static void case_memo(void) {
   fixture_t fx[NFIX];
   fixtures(fx);
   for (int f = 0; f < NFIX; f++) {
-    tune_t* t = NULL;
-    CHECK_EQ_INT(tune_create(&fx[f].topo, 0x1234, 0, &t), ncclSuccess);
+    tune_t* t = fixture_tune(&fx[f]);
     if (t == NULL) continue;
     uint32_t x = 12345;
     for (int q = 0; q < 400; q++) {
@@ -800,10 +805,9 @@ static void case_memo(void) {
       const uint64_t n = size_at((int)((x >> 16) % 6u) * 4);
       const int pipe = 1 + (int)((x >> 28) % 2u);
       tune_choice_t c, ref;
-      tune_t* fresh = NULL;
       for (int rep = 0; rep <= (int)((x >> 4) % 2u); rep++) /* asked once or twice in a row */
         CHECK_EQ_INT(tune_choose(t, coll, n, pipe, &c), ncclSuccess);
-      CHECK_EQ_INT(tune_create(&fx[f].topo, 0x1234, 0, &fresh), ncclSuccess);
+      tune_t* fresh = fixture_tune(&fx[f]);
       if (fresh == NULL) break;
       CHECK_EQ_INT(tune_choose(fresh, coll, n, pipe, &ref), ncclSuccess);
       tune_destroy(fresh);
