@@ -203,16 +203,18 @@ __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) 
  * work while another thread still reads the previous one's). All the CTA's threads run every
  * work, whatever its nthreads: the protocols place a step's data by line or unit index, never by
  * thread, so the peer, which may run the same work with another thread count, agrees. */
-/* DIRECT: the reduction kernels, whose LL batches may hold OneShot works (kern_direct.cuh). */
-template <int PROTO, class R, bool DIRECT = false>
+/* DIRECT: which direct works (kern_direct.cuh, all LL) the kernel's LL batches may hold: the
+ * reduction kernels' OneShot and TwoShot AllReduces and OneShot ReduceScatters, the copy
+ * kernel's OneShot AllGathers. */
+enum { DIRECT_NONE = 0, DIRECT_REDUCE = 1, DIRECT_COPY = 2 };
+template <int PROTO, class R, int DIRECT = DIRECT_NONE>
 __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
   for (uint32_t i = 0; i < b.nworks; i++) {
     const kern_coll_work_t& w = b.works[i];
-    if constexpr (PROTO == KERN_PROTO_LL && DIRECT) {
-      /* OneShot and TwoShot works are LL AllReduces: they share the LL batch kernel. Consecutive
-       * OneShot works with the same operator arguments run as one stream of lines
-       * (direct_allreduce): their small steps merge. */
-      if (w.algo == KERN_ALGO_ONESHOT) {
+    if constexpr (PROTO == KERN_PROTO_LL && DIRECT == DIRECT_REDUCE) {
+      /* Consecutive OneShot AllReduces with the same operator arguments run as one stream of
+       * lines (direct_allreduce): their small steps merge. */
+      if (w.algo == KERN_ALGO_ONESHOT && w.coll == KERN_COLL_ALLREDUCE) {
         /* The works from here on, copied to shared memory, 8 bytes per thread: the run reads
          * each work's fields from many lanes at once, and a kernel parameter read at a different
          * address per lane is served one address at a time (a 40-work run of 8-byte works took
@@ -255,10 +257,22 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
     }
     if ((int)blockIdx.x >= w.nchannels) continue;
     const R r(w.scalar_bits, w.scalar_ptr, w.divisor);
-    if constexpr (PROTO == KERN_PROTO_LL && DIRECT) {
-      if (w.algo == KERN_ALGO_TWOSHOT) {
+    if constexpr (PROTO == KERN_PROTO_LL && DIRECT == DIRECT_REDUCE) {
+      if (w.algo == KERN_ALGO_TWOSHOT || w.algo == KERN_ALGO_ONESHOT) {
         prof_mark_start(w.prof);
-        direct_allreduce_twoshot(r, w);
+        if (w.algo == KERN_ALGO_TWOSHOT)
+          direct_allreduce_twoshot(r, w);
+        else /* ReduceScatter (kern_coll_check lets no other reduction have it) */
+          direct_reducescatter(r, w);
+        prof_mark_stop(w.prof);
+        __syncthreads();
+        continue;
+      }
+    }
+    if constexpr (PROTO == KERN_PROTO_LL && DIRECT == DIRECT_COPY) {
+      if (w.algo == KERN_ALGO_ONESHOT) { /* AllGather (kern_coll_check) */
+        prof_mark_start(w.prof);
+        direct_allgather(w);
         prof_mark_stop(w.prof);
         __syncthreads();
         continue;
@@ -287,7 +301,7 @@ constexpr int coll_max_threads() {
 template <int OP, int TYPE, int PROTO>
 __global__ void __launch_bounds__(coll_max_threads<OP, TYPE, PROTO>(), 1)
     kern_coll_batch_kernel(const __grid_constant__ kern_coll_batch_t b) {
-  coll_batch_run<PROTO, red<OP, TYPE>, true>(b);
+  coll_batch_run<PROTO, red<OP, TYPE>, DIRECT_REDUCE>(b);
 }
 
 /* The grid and CTA of a batch: the largest of the works' (kernels.h), the threads clamped to

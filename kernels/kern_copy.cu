@@ -1,6 +1,7 @@
 /*
  * The byte-moving kernels, built once whatever kernel_subset keeps: Broadcast and AllGather
- * (the host passes counts in bytes), one kernel per protocol for a batch of one work or more, and
+ * (the host passes counts in bytes; AllGather also OneShot, kern_direct.cuh), one kernel per
+ * protocol for a batch of one work or more, and
  * batches of sends, receives and local copies (Simple). They use the primitives with a
  * plain copy (one source, no operator).
  */
@@ -13,7 +14,7 @@ using copy_red = red<KERN_OP_SUM, ncclUint8>;
 template <int PROTO>
 __global__ void __launch_bounds__(KERN_NTHREADS, 1)
     kern_copy_coll_batch_kernel(const __grid_constant__ kern_coll_batch_t b) {
-  coll_batch_run<PROTO, copy_red>(b);
+  coll_batch_run<PROTO, copy_red, DIRECT_COPY>(b);
 }
 
 /* One CTA: part `cta` of op k, over the op's connection `cta` with its peer. */

@@ -21,6 +21,9 @@
  *   step 2: rank q folds its slice from every rank in rank order, applies the post-op, stores it
  *           and writes it to every peer; each rank then polls the other ranks' reduced slices
  *           and stores them. Each rank moves 2(n-1)/n of its data instead of OneShot's n-1.
+ * OneShot AllGather and ReduceScatter (direct_allgather, direct_reducescatter) take the same
+ * connections and steps: AllGather writes each line of the rank's block to every peer and
+ * stores every peer's; ReduceScatter writes block q's line to rank q and folds its own block.
  * The connections' step counters (kern_conn_t.step, head_seen) live in device memory and carry
  * over between kernels, so back-to-back calls and CUDA-graph replays never read a line of an
  * earlier call: its flag is step + 1 of that call's step (the LL rule, kernels.h).
@@ -357,6 +360,89 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
       }
     }
     direct_advance(comm, sh, 2);
+  }
+  direct_close(comm, sh);
+}
+
+/* OneShot AllGather (bytes: w.count per rank, the copy kernel): CTA g takes part g of the
+ * rank's block and moves it in steps; per step each thread takes lines l = tid, tid + nthreads,
+ * ...: writes its line of the input to every peer and to its own block of the output, then
+ * polls line l from every peer and stores it into that peer's block. */
+__device__ __forceinline__ void direct_allgather(const kern_coll_work_t& w) {
+  kern_comm_t* comm = w.comm;
+  const int n = comm->nranks, me = comm->rank;
+  const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
+  __shared__ direct_state sh;
+  direct_open(comm, w, sh);
+  uint64_t off, cnt;
+  kern_split_part(w.count, KERN_RC_VEC_BYTES, w.nchannels, blockIdx.x, &off, &cnt);
+  const char* in = (const char*)w.sendbuff + off;
+  char* out = (char*)w.recvbuff + off;
+  const uint64_t block = w.count;
+  const uint32_t cap = sh.step_cap;
+  for (uint64_t base = 0; base < cnt && !sh.aborted; base += cap) {
+    const uint32_t nlines = (uint32_t)(((cnt - base < cap ? cnt - base : cap) + 7) / 8);
+    direct_room(comm, sh, 1);
+    if (sh.aborted) break;
+    bool ok = true;
+    for (uint32_t l = tid; l < nlines && ok; l += nthreads) {
+      const uint64_t o = base + (uint64_t)l * 8;
+      const uint32_t valid = cnt - o < 8 ? (uint32_t)(cnt - o) : 8u;
+      const uint2 mine = user_load<uint2>(in + o, valid);
+      for (int q = 0; q < n; q++)
+        if (q != me) direct_put(sh, q, 0, l, mine);
+      user_store(out + (uint64_t)me * block + o, mine, valid);
+      for (int q = 0; q < n && ok; q++) {
+        if (q == me) continue;
+        uint2 v;
+        ok = direct_poll(comm, sh, q, 0, l, &v);
+        if (ok) user_store(out + (uint64_t)q * block + o, v, valid);
+      }
+    }
+    direct_advance(comm, sh, 1);
+  }
+  direct_close(comm, sh);
+}
+
+/* OneShot ReduceScatter (w.count elements per rank's block): CTA g takes part g of every block;
+ * per step each thread writes its line of block q (pre-op applied) to rank q, then folds line l
+ * of its own block from every rank in rank order (its own value at its rank), applies the
+ * post-op and stores it: the same order on every rank as OneShot AllReduce. */
+template <class R>
+__device__ __forceinline__ void direct_reducescatter(const R& r, const kern_coll_work_t& w) {
+  using B = typename R::B;
+  kern_comm_t* comm = w.comm;
+  const int n = comm->nranks, me = comm->rank;
+  const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
+  __shared__ direct_state sh;
+  direct_open(comm, w, sh);
+  uint64_t off, cnt;
+  kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off, &cnt);
+  const uint64_t nbytes = cnt * sizeof(B), block = w.count * sizeof(B);
+  const char* in = (const char*)w.sendbuff + off * sizeof(B);
+  char* out = (char*)w.recvbuff + off * sizeof(B);
+  const uint32_t cap = sh.step_cap;
+  for (uint64_t base = 0; base < nbytes && !sh.aborted; base += cap) {
+    const uint32_t nlines = (uint32_t)(((nbytes - base < cap ? nbytes - base : cap) + 7) / 8);
+    direct_room(comm, sh, 1);
+    if (sh.aborted) break;
+    bool ok = true;
+    for (uint32_t l = tid; l < nlines && ok; l += nthreads) {
+      const uint64_t o = base + (uint64_t)l * 8;
+      const uint32_t valid = nbytes - o < 8 ? (uint32_t)(nbytes - o) : 8u;
+      for (int q = 0; q < n; q++)
+        if (q != me)
+          direct_put(sh, q, 0, l, r.pre(user_load<uint2>(in + (uint64_t)q * block + o, valid), true));
+      const uint2 mine = r.pre(user_load<uint2>(in + (uint64_t)me * block + o, valid), true);
+      uint2 acc = mine;
+      for (int q = 0; q < n && ok; q++) {
+        uint2 x = mine;
+        if (q != me) ok = direct_poll(comm, sh, q, 0, l, &x);
+        acc = q == 0 ? x : r.reduce(acc, x);
+      }
+      if (ok) user_store(out + o, r.post(acc), valid);
+    }
+    direct_advance(comm, sh, 1);
   }
   direct_close(comm, sh);
 }

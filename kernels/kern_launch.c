@@ -185,11 +185,13 @@ static ncclResult_t kern_coll_check(const kern_coll_work_t* w, const char* what)
                      "%s: algo %d is not built (ring, %d; OneShot, %d; TwoShot, %d)", what,
                      (int)w->algo, NCCL_ALGO_RING, KERN_ALGO_ONESHOT, KERN_ALGO_TWOSHOT);
   if ((w->algo == KERN_ALGO_ONESHOT || w->algo == KERN_ALGO_TWOSHOT) &&
-      (w->coll != KERN_COLL_ALLREDUCE || w->proto != KERN_PROTO_LL ||
-       w->nchannels > KERN_DIRECT_MAX_CTAS))
+      (w->proto != KERN_PROTO_LL || w->nchannels > KERN_DIRECT_MAX_CTAS ||
+       !(w->coll == KERN_COLL_ALLREDUCE ||
+         (w->algo == KERN_ALGO_ONESHOT &&
+          (w->coll == KERN_COLL_ALLGATHER || w->coll == KERN_COLL_REDUCESCATTER)))))
     return kern_fail(ncclInvalidArgument,
-                     "%s: OneShot and TwoShot run AllReduce with LL on at most %d CTAs (coll %d, "
-                     "proto %d, %d CTAs)",
+                     "%s: OneShot runs AllReduce, AllGather and ReduceScatter, TwoShot AllReduce, "
+                     "with LL on at most %d CTAs (coll %d, proto %d, %d CTAs)",
                      what, KERN_DIRECT_MAX_CTAS, (int)w->coll, (int)w->proto, (int)w->nchannels);
   if (w->proto < 0 || w->proto >= KERN_PROTO_NUM)
     return kern_fail(ncclInvalidArgument, "%s: proto %d is not a kern_proto_t (0..%d)", what,

@@ -139,9 +139,9 @@ const char* kern_last_error(void);
 #define KERN_MAX_CHANNELS 64       /* ring channels per communicator */
 #define KERN_MAX_P2P_CHANNELS 32   /* connections per peer and direction for send/recv */
 #define KERN_NTHREADS 512          /* threads per CTA of the collective and p2p kernels */
-/* OneShot AllReduce (kern_coll_work_t.algo == KERN_ALGO_ONESHOT, Choir's own algorithm after
- * NCCL's seven): at most this many ranks (every pair p2p) and CTAs, one direct connection per
- * peer, CTA and direction. */
+/* OneShot (kern_coll_work_t.algo == KERN_ALGO_ONESHOT, Choir's own algorithm after NCCL's
+ * seven; AllReduce, AllGather, ReduceScatter) and TwoShot (AllReduce): at most this many ranks
+ * (every pair p2p) and CTAs, one direct connection per peer, CTA and direction. */
 #define KERN_ALGO_ONESHOT 7
 #define KERN_ALGO_TWOSHOT 8 /* the same connections, kern_direct.cuh */
 #define KERN_DIRECT_MAX_RANKS 8
@@ -335,18 +335,20 @@ typedef struct kern_coll_work {
   int32_t divisor;
   int32_t nchannels;
   uint32_t chunk_bytes; /* data bytes per step at most (capped by kern_proto_step_capacity) */
-  int32_t algo;         /* NCCL_ALGO_RING, or KERN_ALGO_ONESHOT (AllReduce: nchannels CTAs over
-                         * the direct connections, proto LL, kern_direct.cuh) */
+  int32_t algo;         /* NCCL_ALGO_RING, KERN_ALGO_ONESHOT (AllReduce, AllGather,
+                         * ReduceScatter) or KERN_ALGO_TWOSHOT (AllReduce): nchannels CTAs over
+                         * the direct connections, proto LL, kern_direct.cuh */
   int32_t proto;        /* kern_proto_t; the ring connections must have its buffers */
   uint32_t nthreads;    /* threads per CTA: a multiple of 32 in [64, KERN_NTHREADS] */
 } kern_coll_work_t;
 
 /* Whether OneShot work b continues the run of OneShot work a in one batch (kernels.h's batch
- * kernel streams such a run as one): both OneShot, with the same operator arguments. The kernel
- * and the plan (which gives the run its CTAs) must agree, so both ask this. */
+ * kernel streams such a run as one): both OneShot AllReduces, with the same operator arguments.
+ * The kernel and the plan (which gives the run its CTAs) must agree, so both ask this. */
 static inline KERN_HOST_DEVICE int kern_oneshot_joins(const kern_coll_work_t* a,
                                                       const kern_coll_work_t* b) {
   return a->algo == KERN_ALGO_ONESHOT && b->algo == KERN_ALGO_ONESHOT &&
+         a->coll == KERN_COLL_ALLREDUCE && b->coll == KERN_COLL_ALLREDUCE &&
          b->scalar_bits == a->scalar_bits && b->scalar_ptr == a->scalar_ptr &&
          b->divisor == a->divisor;
 }

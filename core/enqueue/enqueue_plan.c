@@ -144,13 +144,17 @@ ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int nu
   memset(&ch, 0, sizeof(ch));
   CHECK(tune_choose(t, enq_func(op), enqueue_plan_nbytes(op, nranks), num_pipe_ops, &ch));
   if (ch.algo == TUNE_ALGO_ONESHOT || ch.algo == TUNE_ALGO_TWOSHOT) {
-    /* tune offers them only with the direct connections (algo_mask), for AllReduce. */
-    if (op->kind != ENQ_ALLREDUCE || ch.proto != NCCL_PROTO_LL || ch.nchannels < 1 ||
+    /* tune offers them only with the direct connections (algo_mask): OneShot for AllReduce,
+     * AllGather and ReduceScatter, TwoShot for AllReduce (tune_algos_for). */
+    const bool kind_ok = op->kind == ENQ_ALLREDUCE ||
+                         (ch.algo == TUNE_ALGO_ONESHOT &&
+                          (op->kind == ENQ_ALLGATHER || op->kind == ENQ_REDUCESCATTER));
+    if (!kind_ok || ch.proto != NCCL_PROTO_LL || ch.nchannels < 1 ||
         ch.nchannels > KERN_DIRECT_MAX_CTAS || ch.nthreads < 64 || ch.nthreads > KERN_NTHREADS ||
         ch.nthreads % 32 != 0 || ch.chunk_bytes < 16 || ch.chunk_bytes % 16 != 0) {
       WARN("plan: the model chose %s with protocol %d, %d CTAs, %d threads, chunk %u for "
-           "collective %d; it takes AllReduce, LL, 1..%d CTAs, 64..%d threads (multiples of "
-           "32) and chunks of whole 16 bytes",
+           "collective %d; it takes AllReduce (OneShot also AllGather, ReduceScatter), LL, "
+           "1..%d CTAs, 64..%d threads (multiples of 32) and chunks of whole 16 bytes",
            ch.algo == TUNE_ALGO_ONESHOT ? "OneShot" : "TwoShot", ch.proto, ch.nchannels, ch.nthreads, ch.chunk_bytes, (int)op->kind,
            KERN_DIRECT_MAX_CTAS, KERN_NTHREADS);
       return ncclInternalError;

@@ -35,17 +35,19 @@
 /* Algorithms: NCCL's (NCCL_ALGO_TREE .. NCCL_ALGO_PAT, the tuner ABI's table rows), then Choir's
  * own, which a tuner plugin never sees (its table has NCCL's rows only; a tuner that wants the
  * ring everywhere gives it cost 0, and NCCL's rows win ties):
- *   TUNE_ALGO_ONESHOT  AllReduce within one node where every pair of ranks is p2p: each rank
+ *   TUNE_ALGO_ONESHOT  within one node where every pair of ranks is p2p, AllReduce: each rank
  *                      writes its input to every peer (LL lines over the direct connections) and
- *                      reduces what arrives from all of them, in rank order. NCCL_ALGO name
- *                      "OneShot".
+ *                      reduces what arrives from all of them, in rank order. Also AllGather
+ *                      (each rank writes its block to every peer) and ReduceScatter (each rank
+ *                      writes block q to rank q and folds its own). NCCL_ALGO name "OneShot".
  *   TUNE_ALGO_TWOSHOT  the same where OneShot is: rank q reduces slice q from every rank and
  *                      writes it to every peer (two steps, 2(n-1)/n of the data moved per rank
  *                      instead of n-1). NCCL_ALGO name "TwoShot". */
 #define TUNE_ALGO_ONESHOT NCCL_NUM_ALGORITHMS
 #define TUNE_ALGO_TWOSHOT (NCCL_NUM_ALGORITHMS + 1)
 #define TUNE_NUM_ALGOS (NCCL_NUM_ALGORITHMS + 2)
-/* The direct algorithms (OneShot, TwoShot): AllReduce only, LL over the direct connections. */
+/* The direct algorithms (OneShot, TwoShot; AllReduce, and OneShot also AllGather and
+ * ReduceScatter: tune_algos_for), LL over the direct connections. */
 #define TUNE_ALGO_DIRECT_MASK (1u << TUNE_ALGO_ONESHOT | 1u << TUNE_ALGO_TWOSHOT)
 
 typedef enum {

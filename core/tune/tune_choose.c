@@ -112,6 +112,15 @@ void tune_destroy(tune_t* t) {
   free(t);
 }
 
+/* The bytes a direct algorithm's model and CTAs take: AllReduce's input; for AllGather and
+ * ReduceScatter (nbytes counts every rank's block, as NCCL's nBytes) one rank's block, which
+ * OneShot moves to (from) each peer as OneShot AllReduce moves its input. */
+static uint64_t tune_direct_bytes(const tune_t* t, ncclFunc_t coll, uint64_t nbytes) {
+  if ((coll == ncclFuncAllGather || coll == ncclFuncReduceScatter) && t->topo.nranks > 1)
+    return nbytes / (uint64_t)t->topo.nranks;
+  return nbytes;
+}
+
 /* The model's table for coll: every entry that is built and has buffers. */
 static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
                        tune_table_t table) {
@@ -123,9 +132,10 @@ static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nu
       if (TUNE_ALGO_DIRECT_MASK & (1u << a)) {
         /* LL lines over the direct connections, whatever the ring's buffers. */
         if (p != NCCL_PROTO_LL) continue;
+        const uint64_t db = tune_direct_bytes(t, coll, nbytes);
         int nctas, nthreads;
-        tune_model_direct_ctas(&t->topo, nbytes, &nctas, &nthreads);
-        table[a][p] = tune_model_direct_time(&t->model, &t->topo, a, nbytes, nctas) +
+        tune_model_direct_ctas(&t->topo, db, &nctas, &nthreads);
+        table[a][p] = tune_model_direct_time(&t->model, &t->topo, a, db, nctas) +
                       (num_pipe_ops > 1 ? t->model.base_us[p] * (float)(num_pipe_ops - 1) : 0.0f);
         continue;
       }
@@ -274,11 +284,12 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
   c.proto = proto;
   if (TUNE_ALGO_DIRECT_MASK & (1u << algo)) {
     /* Its own CTAs and steps (the direct connections' LL slots); no tuner chunk. */
-    tune_model_direct_ctas(&t->topo, nbytes, &c.nchannels, &c.nthreads);
+    const uint64_t db = tune_direct_bytes(t, coll, nbytes);
+    tune_model_direct_ctas(&t->topo, db, &c.nchannels, &c.nthreads);
     c.chunk_bytes = kern_proto_step_capacity(KERN_PROTO_LL, t->topo.direct_slot_bytes);
     c.time_us = table[algo][proto] >= 0 ? table[algo][proto]
                                         : tune_model_direct_time(&t->model, &t->topo, algo,
-                                                                 nbytes, c.nchannels);
+                                                                 db, c.nchannels);
     if (log_enabled(NCCL_LOG_INFO, NCCL_TUNING)) tune_log(t, coll, nbytes, num_pipe_ops, &c, &w);
     *out = c;
     return ncclSuccess;

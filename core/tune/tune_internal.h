@@ -49,7 +49,8 @@ extern const tune_knob_kind_t tune_knob_algo, tune_knob_proto;
 /* Parses `value` (NULL or blank = unset: everything allowed). Errors: ncclInvalidUsage with a WARN
  * naming the knob, the value and the bad token. */
 ncclResult_t tune_knob_parse(const tune_knob_kind_t* kind, const char* value, tune_knob_t* knob_p);
-/* The algorithms of algo_mask that collective coll can run (OneShot, TwoShot: AllReduce only). */
+/* The algorithms of algo_mask that collective coll can run (OneShot: AllReduce, AllGather,
+ * ReduceScatter; TwoShot: AllReduce). */
 uint32_t tune_algos_for(int coll, uint32_t algo_mask);
 /* Every collective keeps at least one usable (algorithm, protocol): algorithms in algo_mask and
  * protocols in proto_mask. Else ncclInvalidUsage with a WARN naming the collective, what the knob

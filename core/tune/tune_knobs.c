@@ -186,7 +186,10 @@ out:
 }
 
 uint32_t tune_algos_for(int coll, uint32_t algo_mask) {
-  return coll == ncclFuncAllReduce ? algo_mask : algo_mask & ~TUNE_ALGO_DIRECT_MASK;
+  if (coll == ncclFuncAllReduce) return algo_mask;
+  if (coll == ncclFuncAllGather || coll == ncclFuncReduceScatter)
+    return algo_mask & ~(1u << TUNE_ALGO_TWOSHOT);
+  return algo_mask & ~TUNE_ALGO_DIRECT_MASK;
 }
 
 ncclResult_t tune_knobs_read(tune_knob_t* algo_p, tune_knob_t* proto_p) {

@@ -744,6 +744,9 @@ static void oneshot_run(int on) {
   CHECK_TRUE(log_fd >= 0);
   if (log_fd >= 0) close(log_fd);
   setenv("CHOIR_ONESHOT", on ? "1" : "0", 1);
+  /* With two ranks the ring's AllGather and ReduceScatter are one step too (the model keeps the
+   * ring): forced, so that the plan and the launch take OneShot for them. */
+  if (on) setenv("NCCL_ALGO", "allgather:oneshot;reducescatter:oneshot", 1);
   setenv("NCCL_DEBUG", "INFO", 1);
   setenv("NCCL_DEBUG_SUBSYS", "TUNING,INIT", 1);
   setenv("NCCL_DEBUG_FILE", log, 1);
@@ -779,6 +782,19 @@ static void oneshot_run(int on) {
     CHECK_TRUE(res == ncclSuccess || res == ncclInProgress);
     for (int r = 0; r < N; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
   }
+  /* A small AllGather and ReduceScatter (16 floats per rank, in place): OneShot when forced. */
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclAllGather(buf[r] + r * 16, buf[r], 16, ncclFloat, c[r], NULL), ncclSuccess);
+    CHECK_EQ_INT(ncclReduceScatter(buf[r], buf[r] + r * 16, 16, ncclFloat, ncclSum, c[r], NULL),
+                 ncclSuccess);
+  }
+  {
+    const ncclResult_t res = ncclGroupEnd();
+    CHECK_TRUE(res == ncclSuccess || res == ncclInProgress);
+    for (int r = 0; r < N; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+  }
   for (int r = 0; r < N; r++) CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
   for (int r = 0; r < N; r++) {
     set_device(r);
@@ -801,6 +817,17 @@ static void oneshot_run(int on) {
   if (large != NULL)
     CHECK_MSG(strncmp(large + strlen("TUNE: AllReduce 67108864 bytes: "), "Ring/", 5) == 0,
               "64 MiB: %.120s", large);
+  /* Two in a group: "(pipelined)" before the choice. */
+  const char* const small_ag_rs[] = {"TUNE: AllGather 128 bytes (pipelined): ",
+                                     "TUNE: ReduceScatter 128 bytes (pipelined): "};
+  for (int k = 0; k < 2; k++) {
+    const char* line = strstr(text, small_ag_rs[k]);
+    CHECK_MSG(line != NULL, "no line '%s' in:\n%s", small_ag_rs[k], text);
+    if (line != NULL)
+      CHECK_MSG(strncmp(line + strlen(small_ag_rs[k]), on ? "OneShot/LL" : "Ring/",
+                        on ? 10 : 5) == 0,
+                "CHOIR_ONESHOT=%d: %.120s", on, line);
+  }
 }
 static void case_oneshot_on(void) { oneshot_run(1); }
 static void case_oneshot_off(void) { oneshot_run(0); }

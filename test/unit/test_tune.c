@@ -276,8 +276,36 @@ static void case_oneshot(void) {
       for (int k = 0; k < TUNE_NUM_COLLS; k++) {
         if (k == ncclFuncAllReduce) continue;
         CHECK_EQ_INT(tune_choose(t, (ncclFunc_t)k, s, 1, &c), ncclSuccess);
-        CHECK_MSG(c.algo == NCCL_ALGO_RING, "fixture %d %s %llu B: %s", f, tune_coll_name(k),
-                  (unsigned long long)s, tune_algo_name(c.algo));
+        /* AllGather and ReduceScatter may take OneShot (never TwoShot); the others the ring. */
+        const bool ag_rs = k == ncclFuncAllGather || k == ncclFuncReduceScatter;
+        CHECK_MSG(c.algo == NCCL_ALGO_RING || (ag_rs && c.algo == TUNE_ALGO_ONESHOT),
+                  "fixture %d %s %llu B: %s", f, tune_coll_name(k), (unsigned long long)s,
+                  tune_algo_name(c.algo));
+        if (c.algo == TUNE_ALGO_ONESHOT) {
+          /* CTAs and threads from one rank's block (nbytes counts all of them). */
+          int nctas, nthreads;
+          tune_model_direct_ctas(&tops[f], s / 4, &nctas, &nthreads);
+          CHECK_MSG(c.nchannels == nctas && c.nthreads == nthreads && c.chunk_bytes == cap,
+                    "fixture %d %s %llu B: %d CTAs %d threads chunk %u, want %d, %d, %u", f,
+                    tune_coll_name(k), (unsigned long long)s, c.nchannels, c.nthreads,
+                    c.chunk_bytes, nctas, nthreads, cap);
+        }
+      }
+    }
+    /* AllGather and ReduceScatter: OneShot when small, the ring when large, never back. */
+    for (int k = ncclFuncAllGather; k <= ncclFuncReduceScatter; k++) {
+      CHECK_EQ_INT(tune_choose(t, (ncclFunc_t)k, 32, 1, &c), ncclSuccess);
+      CHECK_MSG(c.algo == TUNE_ALGO_ONESHOT, "fixture %d %s 32 B: %s", f, tune_coll_name(k),
+                tune_algo_name(c.algo));
+      CHECK_EQ_INT(tune_choose(t, (ncclFunc_t)k, 256 << 20, 1, &c), ncclSuccess);
+      CHECK_MSG(c.algo == NCCL_ALGO_RING, "fixture %d %s 256 MiB: %s", f, tune_coll_name(k),
+                tune_algo_name(c.algo));
+      int ring_seen = 0;
+      for (uint64_t s = 32; s <= ((uint64_t)1 << 30); s *= 2) {
+        CHECK_EQ_INT(tune_choose(t, (ncclFunc_t)k, s, 1, &c), ncclSuccess);
+        CHECK_MSG(!(ring_seen && c.algo != NCCL_ALGO_RING), "fixture %d %s %llu B: %s after the ring",
+                  f, tune_coll_name(k), (unsigned long long)s, tune_algo_name(c.algo));
+        ring_seen |= c.algo == NCCL_ALGO_RING;
       }
     }
     tune_destroy(t);
@@ -336,6 +364,36 @@ static void case_oneshot_forced(void) {
   CHECK_EQ_INT(tune_choose(t, ncclFuncBroadcast, 8, 1, &c), ncclSuccess);
   CHECK_TRUE(c.algo == NCCL_ALGO_RING);
   tune_destroy(t);
+}
+
+/* Forced for AllGather and ReduceScatter (64 MiB over 4 ranks: a 16 MiB block, all 8 CTAs). */
+static void case_oneshot_forced_ag_rs(void) {
+  env_quiet();
+  setenv("NCCL_ALGO", "allgather:oneshot;reducescatter:oneshot", 1);
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(oneshot_topo(), 1, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  tune_choice_t c;
+  for (int k = ncclFuncAllGather; k <= ncclFuncReduceScatter; k++) {
+    CHECK_EQ_INT(tune_choose(t, (ncclFunc_t)k, 64 << 20, 1, &c), ncclSuccess);
+    CHECK_MSG(c.algo == TUNE_ALGO_ONESHOT && c.proto == NCCL_PROTO_LL && c.nchannels == 8 &&
+                  c.nthreads == KERN_NTHREADS,
+              "%s: %s/%s %d CTAs %d threads", tune_coll_name(k), tune_algo_name(c.algo),
+              tune_proto_name(c.proto), c.nchannels, c.nthreads);
+  }
+  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, 64 << 20, 1, &c), ncclSuccess);
+  CHECK_TRUE(c.algo == NCCL_ALGO_RING);
+  tune_destroy(t);
+}
+
+/* TwoShot is AllReduce's only: named alone for AllGather, it leaves AllGather nothing. */
+static void case_twoshot_allgather(void) {
+  env_quiet();
+  setenv("NCCL_ALGO", "allgather:twoshot", 1);
+  tune_t* t = NULL;
+  err_clear_last();
+  CHECK_EQ_INT(tune_create(oneshot_topo(), 1, 0, &t), ncclInvalidUsage);
+  CHECK_CONTAINS(err_last(), "leaves AllGather no algorithm to run");
 }
 
 static void case_twoshot_forced(void) {
@@ -722,7 +780,7 @@ static void case_nothing_left_algo_per_coll(void) {
   CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
   CHECK_CONTAINS(err_last(),
                  "leaves AllGather no algorithm to run: it allows Tree,"
-                 "CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT for AllGather");
+                 "CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT,OneShot for AllGather");
 }
 
 static void case_nothing_left_proto(void) {
@@ -932,6 +990,8 @@ int main(int argc, char** argv) {
   fork_case("oneshot_forced", case_oneshot_forced);
   fork_case("oneshot_excluded", case_oneshot_excluded);
   fork_case("twoshot_forced", case_twoshot_forced);
+  fork_case("oneshot_forced_ag_rs", case_oneshot_forced_ag_rs);
+  fork_case("twoshot_allgather", case_twoshot_allgather);
   fork_case("oneshot_unmade", case_oneshot_unmade);
   fork_case("oneshot_alone", case_oneshot_alone);
   fork_case("oneshot_unavailable", case_oneshot_unavailable);
