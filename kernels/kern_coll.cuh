@@ -215,27 +215,31 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
       /* Consecutive OneShot AllReduces with the same operator arguments run as one stream of
        * lines (direct_allreduce): their small steps merge. */
       if (w.algo == KERN_ALGO_ONESHOT && w.coll == KERN_COLL_ALLREDUCE) {
-        /* The works from here on, copied to shared memory, 8 bytes per thread: the run reads
-         * each work's fields from many lanes at once, and a kernel parameter read at a different
-         * address per lane is served one address at a time (a 40-work run of 8-byte works took
-         * about 6 us more than one work, measured on one H200). */
+        /* With works after this one, the works from here on are copied to shared memory, 8
+         * bytes per thread: the run reads each work's fields from many lanes at once, and a
+         * kernel parameter read at a different address per lane is served one address at a
+         * time (a 40-work run of 8-byte works took about 6 us more than one work, measured on
+         * one H200). A lone work is read where it is (one address for every lane), without
+         * the copy and its barrier. */
         __shared__ kern_coll_work_t sw[KERN_COLL_BATCH_MAX];
         static_assert(sizeof(kern_coll_work_t) % sizeof(uint2) == 0, "works of whole uint2");
-        {
+        const uint32_t nleft = b.nworks - i;
+        const kern_coll_work_t* ws = &b.works[i];
+        if (nleft > 1) {
           const uint2* src = (const uint2*)&b.works[i];
           uint2* dst = (uint2*)sw;
-          const uint32_t words = (b.nworks - i) * (uint32_t)(sizeof(kern_coll_work_t) / 8);
+          const uint32_t words = nleft * (uint32_t)(sizeof(kern_coll_work_t) / 8);
           for (uint32_t x = threadIdx.x; x < words; x += blockDim.x) dst[x] = src[x];
+          __syncthreads();
+          ws = sw;
         }
-        __syncthreads();
-        const uint32_t nleft = b.nworks - i;
         /* The run's end, 32 works at a time: lane l tests work j + l (every warp alike, so the
          * whole CTA agrees). */
         const uint32_t lane = threadIdx.x & 31u;
         uint32_t j = 1;
         for (;;) {
           const uint32_t k = j + lane;
-          const bool same = k < nleft && kern_oneshot_joins(&sw[0], &sw[k]);
+          const bool same = k < nleft && kern_oneshot_joins(&ws[0], &ws[k]);
           const uint32_t differ = ~__ballot_sync(0xffffffffu, same);
           if (differ != 0) {
             j += (uint32_t)__ffs((int)differ) - 1;
@@ -244,10 +248,10 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
           j += 32;
         }
         /* Each work's records by a thread of its own (thread k for work k of the run). */
-        const bool marks = threadIdx.x < j && (int)blockIdx.x < sw[threadIdx.x].nchannels;
-        kern_prof_rec_t* recs = marks ? sw[threadIdx.x].prof : nullptr;
+        const bool marks = threadIdx.x < j && (int)blockIdx.x < ws[threadIdx.x].nchannels;
+        kern_prof_rec_t* recs = marks ? ws[threadIdx.x].prof : nullptr;
         prof_mark_start_by(recs, marks);
-        direct_allreduce(R(w.scalar_bits, w.scalar_ptr, w.divisor), sw, j);
+        direct_allreduce(R(w.scalar_bits, w.scalar_ptr, w.divisor), ws, j);
         __syncthreads(); /* every thread's lines stored (and sw read) before any stop mark and
                           * before a later run rewrites sw */
         prof_mark_stop_by(recs, marks);
