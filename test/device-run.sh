@@ -61,7 +61,9 @@
 #              and TwoShot forced (NCCL_ALGO=allreduce:oneshot, :twoshot), the ring with LL, the plan's
 #              choice, normal launches and -G 20, ALGO_SWEEP_REPEAT runs (default 3) alternating,
 #              ALGO_SWEEP_SIZES (default "-b 8 -e 1M -f 4"); then a group of AGG (default 64)
-#              all-reduces against one (-m AGG, -m 1, 8 B..64 KB): the lines issue 27's bar reads
+#              all-reduces against one (-m AGG, -m 1, 8 B..64 KB): the lines issue 27's bar reads;
+#              ALGO_SWEEP_OPS="all_reduce all_gather reduce_scatter" adds OneShot AllGather and
+#              ReduceScatter against the ring with LL and the plan's choice
 #   prof       Choir's trace plugin under Choir's core: traces of all_reduce, alltoall and
 #              sendrecv (2 ranks sharing GPU 0, p2p and net) checked by test/tools/trace_check.py,
 #              and the overhead of the loaded plugin with every event masked off on small
@@ -726,48 +728,59 @@ PY
       # CUDA graphs; ALGO_SWEEP_REPEAT alternating runs (default 3), medians; then a group of
       # AGG (default 64) small all-reduces against one (-m AGG against -m 1, per-call time
       # times AGG over one call's: the bar is at most 3).
+      # ALGO_SWEEP_OPS (default all_reduce): also all_gather and reduce_scatter, OneShot
+      # against the ring with LL and the plan's choice (no TwoShot, no group).
       rs="2 4"
       [ "$step" != algo-sweep ] && rs=${step#algo-sweep:}
       asizes=${ALGO_SWEEP_SIZES:--b 8 -e 1M -f 4}
+      aops=${ALGO_SWEEP_OPS:-all_reduce}
       agg=${AGG:-64}
       d="$out/algo-sweep"
       mkdir -p "$d"
       mps_stop >/dev/null
       reps=${ALGO_SWEEP_REPEAT:-3}
       for rep in $(seq 1 "$reps"); do
-        for r in $rs; do
-          for g in 0 20; do
-            for v in oneshot twoshot ringLL default agg1 agg; do
-              envs=()
-              extra=()
-              case $v in
-                oneshot) envs=(NCCL_ALGO=allreduce:oneshot) ;;
-                twoshot) envs=(NCCL_ALGO=allreduce:twoshot) ;;
-                ringLL) envs=(NCCL_ALGO=allreduce:ring NCCL_PROTO=LL) ;;
-                agg1) extra=(-m 1) ;;
-                agg) extra=(-m "$agg") ;;
-              esac
-              sz=$asizes
-              [ "$v" = agg1 ] || [ "$v" = agg ] && sz="-b 8 -e 64K -f 8"
-              gopt=()
-              [ "$g" != 0 ] && gopt=(-G "$g")
-              log="$d/r$r-g$g-$v-$rep.log"
-              # shellcheck disable=SC2086 # sz is a list of options
-              env -u NCCL_ALGO -u NCCL_PROTO ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$PWD/$build" \
-                timeout "${OP_TIMEOUT:-300}" "$build/test/perf/all_reduce_perf" -g "$r" \
-                --ranks-per-gpu "$r" $sz -c 1 -n 20 -w 5 "${gopt[@]}" ${extra[@]+"${extra[@]}"} \
-                -J "$d/r$r-g$g-$v-$rep.json" >"$log" 2>&1
-              note "algo-sweep r=$r G=$g $v (run $rep): rc=$? $(perf_wrong "$log")"
+        for op in $aops; do
+          knob=${op//_/}
+          vs="oneshot ringLL default"
+          [ "$op" = all_reduce ] && vs="oneshot twoshot ringLL default agg1 agg"
+          for r in $rs; do
+            for g in 0 20; do
+              for v in $vs; do
+                envs=()
+                extra=()
+                case $v in
+                  oneshot) envs=(NCCL_ALGO="$knob:oneshot") ;;
+                  twoshot) envs=(NCCL_ALGO="$knob:twoshot") ;;
+                  ringLL) envs=(NCCL_ALGO="$knob:ring" NCCL_PROTO=LL) ;;
+                  agg1) extra=(-m 1) ;;
+                  agg) extra=(-m "$agg") ;;
+                esac
+                sz=$asizes
+                [ "$v" = agg1 ] || [ "$v" = agg ] && sz="-b 8 -e 64K -f 8"
+                gopt=()
+                [ "$g" != 0 ] && gopt=(-G "$g")
+                tag="r$r-g$g-$v-$rep"
+                [ "$op" = all_reduce ] || tag="$op-$tag"
+                log="$d/$tag.log"
+                # shellcheck disable=SC2086 # sz is a list of options
+                env -u NCCL_ALGO -u NCCL_PROTO ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$PWD/$build" \
+                  timeout "${OP_TIMEOUT:-300}" "$build/test/perf/${op}_perf" -g "$r" \
+                  --ranks-per-gpu "$r" $sz -c 1 -n 20 -w 5 "${gopt[@]}" ${extra[@]+"${extra[@]}"} \
+                  -J "$d/$tag.json" >"$log" 2>&1
+                note "algo-sweep $op r=$r G=$g $v (run $rep): rc=$? $(perf_wrong "$log")"
+              done
             done
           done
         done
       done
-      python3 - "$d" "$rs" "$agg" <<'PY' | tee -a "$summary"
+      python3 - "$d" "$rs" "$agg" "$aops" <<'PY' | tee -a "$summary"
 import glob, json, os, statistics, sys
-d, rs, agg = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
-def load(r, g, v):
+d, rs, agg, ops = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4].split()
+def load(op, r, g, v):
     cells = {}
-    for path in sorted(glob.glob(os.path.join(d, "r%s-g%s-%s-*.json" % (r, g, v)))):
+    pre = "" if op == "all_reduce" else op + "-"
+    for path in sorted(glob.glob(os.path.join(d, "%sr%s-g%s-%s-*.json" % (pre, r, g, v)))):
         try:
             doc = json.load(open(path))
         except (OSError, ValueError):
@@ -775,12 +788,12 @@ def load(r, g, v):
         for row in doc.get("results", []):
             cells.setdefault(row["size"], []).append(row["out_of_place"]["time"])
     return {s: statistics.median(v) for s, v in cells.items()}
-for r in rs:
-    for g in ("0", "20"):
-        t = {v: load(r, g, v) for v in ("oneshot", "twoshot", "ringLL", "default", "agg1", "agg")}
+for op, r, g in ((op, r, g) for op in ops for r in rs for g in ("0", "20")):
+        t = {v: load(op, r, g, v)
+             for v in ("oneshot", "twoshot", "ringLL", "default", "agg1", "agg")}
         mode = "CUDA graph -G 20" if g != "0" else "normal launches"
-        print("algo-sweep: all_reduce, %s ranks sharing GPU 0, %s (out of place, us, medians)"
-              % (r, mode))
+        print("algo-sweep: %s, %s ranks sharing GPU 0, %s (out of place, us, medians)"
+              % (op, r, mode))
         print("  %10s %9s %9s %9s %9s %10s %8s" % ("size", "OneShot", "TwoShot", "ring LL",
                                                   "default", "LL/direct", "def/best"))
         weak, slower, bad = [], [], []
@@ -791,9 +804,9 @@ for r in rs:
             sp = l / o if l and o else float("nan")
             best = min(x for x in (o, l) if x)
             dr = df / best if df else float("nan")
-            if s <= 262144 and g != "0" and r == "4" and not sp >= 1.5:
+            if op == "all_reduce" and s <= 262144 and g != "0" and r == "4" and not sp >= 1.5:
                 weak.append(s)
-            if s <= 262144 and g == "0" and not sp >= 1.0:
+            if op == "all_reduce" and s <= 262144 and g == "0" and not sp >= 1.0:
                 slower.append(s)
             if not dr <= 1.10:
                 bad.append(s)
@@ -804,9 +817,10 @@ for r in rs:
             r, g, "yes" if not bad else "NOT at %s" % bad,
             ("; OneShot or TwoShot >= 1.5x ring LL at 8 B..256 KB: " + ("yes" if not weak else
                                                             "NOT at %s" % weak))
-            if g != "0" and r == "4" else "",
+            if g != "0" and r == "4" and op == "all_reduce" else "",
             ("; OneShot or TwoShot never slower than ring LL at 8 B..256 KB: " +
-             ("yes" if not slower else "NOT at %s" % slower)) if g == "0" else ""))
+             ("yes" if not slower else "NOT at %s" % slower))
+            if g == "0" and op == "all_reduce" else ""))
         rows = []
         for s in sorted(t["agg1"]):
             one, many = t["agg1"][s], t["agg"].get(s)
