@@ -235,6 +235,19 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
       carry += __shfl_sync(0xffffffffu, v, 31);
     }
   }
+  /* A lone work: each thread loads its first line (line tid of the CTA's part, in the first
+   * step) now, so that the load overlaps the connections' loads and direct_open's barriers
+   * instead of following them. */
+  uint2 first = make_uint2(0, 0);
+  if (nw == 1) {
+    const kern_coll_work_t& w = ws[0];
+    uint64_t off, cnt;
+    kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off, &cnt);
+    const uint64_t nb = cnt * sizeof(B), o = (uint64_t)tid * 8;
+    if (o < nb)
+      first = user_load<uint2>((const char*)w.sendbuff + off * sizeof(B) + o,
+                               nb - o < 8 ? (uint32_t)(nb - o) : 8u);
+  }
   direct_open(comm, ws[0], sh); /* ends with a barrier: run's entries are visible */
   const uint64_t total = run.lend[nw - 1];
   const uint32_t cap_lines = sh.step_cap / 8;
@@ -257,7 +270,9 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
       }
       const uint64_t o = (gl - (k > 0 ? run.lend[k - 1] : 0)) * 8, nbytes = run.nbytes[k];
       const uint32_t valid = nbytes - o < 8 ? (uint32_t)(nbytes - o) : 8u;
-      const uint2 mine = r.pre(user_load<uint2>(run.in[k] + o, valid), true);
+      const uint2 raw =
+          nw == 1 && base == 0 && l == tid ? first : user_load<uint2>(run.in[k] + o, valid);
+      const uint2 mine = r.pre(raw, true);
       for (int q = 0; q < n; q++)
         if (q != me) direct_put(sh, q, 0, l, mine);
       uint2 acc = mine;
