@@ -92,6 +92,10 @@ static ncclResult_t enq_tune_topo(enq_comm_t* dp, int slow_intra, int slow_all, 
   tp->ring_nchannels = enq_ring_nchannels(dp, slow_all);
   tp->bw_intra = dp->graph_bw_intra;
   tp->bw_inter = dp->graph_bw_inter;
+  /* The graph's whole bandwidth inside a node; not for ranks sharing a GPU (its memory, not the
+   * graph's links, bounds them: the same-GPU row's own constants). */
+  if (tp->link_intra != TUNE_LINK_SAME_GPU && dp->ngraph_rings > 0 && dp->graph_bw_intra > 0)
+    tp->bw_total_intra = dp->graph_bw_intra * (float)dp->ngraph_rings;
   tp->cta_cap = dp->cta_cap;
   int sm = 90;
   if (cuda_device_sm(dp->cuda_dev, &sm) != ncclSuccess || sm <= 0) sm = 90;

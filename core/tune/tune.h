@@ -70,6 +70,9 @@ typedef struct tune_topo {
   int ring_nchannels;     /* ring channels connected (every limit already applied), >= 1 */
   float bw_intra;         /* graph GB/s per channel inside a node; <= 0: the table's */
   float bw_inter;         /* graph GB/s per channel between nodes; <= 0: the table's */
+  /* The graph's whole ring bandwidth inside a node, GB/s (its channels x bw per channel); 0:
+   * unknown. Choir may run more ring channels than the graph searched: they share this. */
+  float bw_total_intra;
   int cta_cap;            /* most CTAs per launch (0: no cap) */
   int cuda_arch;          /* 90 for sm_90 */
   /* Protocols the ring connections were made with (bit 1 << NCCL_PROTO_*) and their slot

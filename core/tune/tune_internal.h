@@ -73,6 +73,7 @@ typedef struct tune_model {
   float bw_ch;                            /* GB/s per channel (the ring's slowest link) */
   float cap_ch[NCCL_NUM_PROTOCOLS];       /* per-channel cap of each protocol, GB/s; 0: none */
   float ll_max_bw;                        /* LL's cap on the whole ring, GB/s */
+  float bw_total[NCCL_NUM_PROTOCOLS];     /* a protocol's cap on the whole ring, GB/s; 0: none */
   float direct_bw_cta;    /* OneShot, TwoShot: GB/s written to peers per CTA; 0: LL's rate */
   float direct_cta_crowd; /* the fraction a direct CTA slows per other CTA */
   float oneshot_hop_us;   /* OneShot's step */

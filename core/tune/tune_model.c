@@ -28,9 +28,42 @@
  *   hop_us   latency of one ring step over the link
  *   bw_ch    GB/s of one channel when the graph gives no bandwidth (bw_intra/bw_inter <= 0)
  *   cap_ch   per-channel cap of a protocol's bandwidth, GB/s (0: none besides the ones below)
+ *   total_frac  the fraction of the graph's whole ring bandwidth inside a node (tune_topo_t's
+ *            bw_total_intra) that a protocol reaches over all its channels (0: not measured,
+ *            no such cap); where LL's is set it replaces NCCL's llMaxBws on one node
  * Sources:
- *   NVLINK, PCIE, NET hop_us: NCCL's published ring hardware latencies (src/graph/tuning.cc,
- *     hwLat[NCCL_HW_NVLINK|PCI|NET][Ring]: NVLink .6/1.9/3.4, PCI 1.0/2.5/5.7, net 2.7/4.0/14.0).
+ *   PCIE, NET hop_us: NCCL's published ring hardware latencies (src/graph/tuning.cc,
+ *     hwLat[NCCL_HW_PCI|NET][Ring]: PCI 1.0/2.5/5.7, net 2.7/4.0/14.0; NVLink's .6/1.9/3.4 were
+ *     used until 2026-11-29, below).
+ *   NVLINK hop_us, base_us, total_frac: fitted to Choir on 2 x H200 (NV18), one process, CUDA
+ *     graphs, each protocol forced: `all_reduce_perf -g 2 -b 8 -e 1G -f 4 -c 1 -n 20 -w 5 -G 20`
+ *     with NCCL_PROTO=LL, LL128, Simple, and broadcast_perf, reduce_perf, all_gather_perf,
+ *     reduce_scatter_perf the same way to 256 MB (2026-11-29, one run each). Up to 2 KB every
+ *     operation is latency: AllReduce (2 ring steps) LL 4.9, LL128 5.2-5.7, Simple 7.6-8.1 us;
+ *     Broadcast (1 step) 2.9, 3.0-3.2, 4.1-4.2; Reduce 3.2, 3.3-3.6, 4.1-4.3; AllGather and
+ *     ReduceScatter 3.8-4.0, 4.0-4.4, 5.4-5.7. AllReduce minus Broadcast gives a step: LL 2.0,
+ *     LL128 2.3, Simple 3.6 us; Broadcast minus a step the rest (LL 0.9, LL128 0.8, Simple 0.5).
+ *     The whole ring's rate from 2 MB (time minus latency): LL about 165 GB/s (AllReduce 166 at
+ *     8 MB, Broadcast 177, AllGather 154), LL128 about 250 (AllReduce 283 at 2 MB and 243 at 8
+ *     MB, Broadcast 287, AllGather 206-211, ReduceScatter 164-181), Simple about 340 (AllReduce
+ *     325 at 8 MB and 353 at 512 MB, Broadcast 348, AllGather 294-302). The graph search gives
+ *     that machine 24 channels of 15 GB/s, 360 GB/s in all: total_frac is each rate over 360.
+ *     LL128's and Simple's bases are those of the middle sizes, where they compete: from 8 KB
+ *     LL128 is about 1 us slower than at 8 B (Broadcast 4.4 against 3.1 us), and from 128 KB
+ *     Simple about 3 (Broadcast 6.9 against 4.1, AllReduce 10.9 against 7.6). LL128's rate,
+ *     283 GB/s at 2 MB but 234-243 at 8-32 MB, is taken as 270 (0.75). So the plan takes LL up
+ *     to 512 KB, LL128 from 512 KB or 1 MB to 2-4 MB, Simple from 4-8 MB, which the forced
+ *     runs show best at every measured size but one (2 MB: AllReduce LL128 12.8 us against
+ *     Simple's 15.2 and LL's 19.1, Broadcast 10.4 against 10.9 and 14.8; ReduceScatter, where
+ *     Simple's 10.0 beats LL128's 10.6, is the one).
+ *     OneShot and TwoShot (NCCL_ALGO forced, the same runs): OneShot 5.0 us up to 2 KB (base
+ *     and one step of 4.1 us: as long as the ring's two LL steps), 6.8 at 32 KB on 4 CTAs, 9.5
+ *     at 128 KB and 99 at 2 MB on 8: about 4.9 GB/s written per CTA alone, 5% less for each
+ *     other CTA (direct_bw_cta, direct_cta_crowd). TwoShot 5.3-5.6 us up to 2 KB: two steps
+ *     of 2.3 (twoshot_hop_us). On two GPUs neither beats the ring with LL (OneShot 4.99 against 4.95 us
+ *     at 8 B); with 4 GPUs or more the ring's steps grow and OneShot's one does not (not yet
+ *     measured).
+ *     The steps' share with 4 GPUs or more (6 steps of AllReduce) is not measured yet.
  *   SHM: NCCL uses its PCI latencies for shared-memory paths; so do we.
  *   bw_ch: NCCL's per-channel link speeds as its graph search uses them (SM90 NVLink 20.6 GB/s,
  *     PCIe 12 GB/s, a 100 Gb/s NIC 12.5 GB/s); shm through host memory: Choir's estimate, 6 GB/s.
@@ -77,17 +110,19 @@ typedef struct tune_link_row {
    * CTA of the operation; OneShot's step (0: LL's hop_us) and what each rank beyond two adds to
    * it; what each rank beyond two adds to a TwoShot step (LL's hop_us). */
   float direct_bw_cta, direct_cta_crowd, oneshot_hop_us, oneshot_crowd_us, twoshot_crowd_us;
+  float total_frac[NCCL_NUM_PROTOCOLS];
+  float twoshot_hop_us; /* one TwoShot step (0: LL's hop_us) */
 } tune_link_row_t;
 
 /* clang-format off */
 static const tune_link_row_t tune_link_table[TUNE_LINK_NUM] = {
   /*                       name        hw              hop_us LL, LL128, Simple  bw_ch  cap_ch LL, LL128, Simple   base_us LL, LL128, Simple  crowd_us LL, LL128, Simple */
-  /*                       ...  direct_bw_cta, direct_cta_crowd, oneshot_hop_us, oneshot_crowd_us, twoshot_crowd_us */
-  [TUNE_LINK_NVLINK]   = {"NVLink",   NCCL_HW_NVLINK, {0.6f, 1.9f,  3.4f},     20.6f, {8.0f, 0,    0},           {0,    0,    0},            {0,     0,     0},     0,     0,     0,     0,     0},
-  [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0,    0},           {0,    0,    0},            {0,     0,     0},     0,     0,     0,     0,     0},
-  [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0,    0},           {0,    0,    0},            {0,     0,     0},     0,     0,     0,     0,     0},
-  [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0,    0},           {0,    0,    0},            {0,     0,     0},     0,     0,     0,     0,     0},
-  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.7f, 1.05f, 1.58f},    16.0f, {8.0f, 4.5f, 12.0f},       {3.4f, 3.4f, 3.4f},         {0.21f, 0.11f, 0.66f}, 13.0f, 0.08f, 0.15f, 0.48f, 0.3f},
+  /*                       ...  direct_bw_cta, direct_cta_crowd, oneshot_hop_us, oneshot_crowd_us, twoshot_crowd_us, total_frac LL, LL128, Simple, twoshot_hop_us */
+  [TUNE_LINK_NVLINK]   = {"NVLink",   NCCL_HW_NVLINK, {2.0f, 2.3f,  3.6f},     20.6f, {8.0f, 0,    0},           {0.9f, 1.8f, 3.3f},         {0,     0,     0},     4.9f,  0.05f, 4.1f,  0,     0,    {0.46f, 0.75f, 0.95f}, 2.3f},
+  [TUNE_LINK_PCIE]     = {"PCIe",     NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},     12.0f, {6.0f, 0,    0},           {0,    0,    0},            {0,     0,     0},     0,     0,     0,     0,     0,    {0,     0,     0}, 0},
+  [TUNE_LINK_SHM]      = {"shm",      NCCL_HW_PCI,    {1.0f, 2.5f,  5.7f},      6.0f, {4.0f, 0,    0},           {0,    0,    0},            {0,     0,     0},     0,     0,     0,     0,     0,    {0,     0,     0}, 0},
+  [TUNE_LINK_NET]      = {"net",      NCCL_HW_NET,    {2.7f, 4.0f, 14.0f},     12.5f, {0,    0,    0},           {0,    0,    0},            {0,     0,     0},     0,     0,     0,     0,     0,    {0,     0,     0}, 0},
+  [TUNE_LINK_SAME_GPU] = {"same GPU", -1,             {0.7f, 1.05f, 1.58f},    16.0f, {8.0f, 4.5f, 12.0f},       {3.4f, 3.4f, 3.4f},         {0.21f, 0.11f, 0.66f}, 13.0f, 0.08f, 0.15f, 0.48f, 0.3f, {0,     0,     0}, 0},
 };
 /* clang-format on */
 
@@ -210,9 +245,20 @@ void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c,
   m->direct_cta_crowd = ri->direct_cta_crowd;
   m->oneshot_hop_us = ri->oneshot_hop_us > 0 ? ri->oneshot_hop_us + ri->oneshot_crowd_us * crowd
                                              : m->hop_intra_us[NCCL_PROTO_LL];
-  m->twoshot_hop_us = m->hop_intra_us[NCCL_PROTO_LL] + ri->twoshot_crowd_us * crowd;
-  m->ll_max_bw =
-      !multi && topo->link_intra == TUNE_LINK_SAME_GPU ? 0.0f : (float)c->llMaxBws[cc][sc];
+  m->twoshot_hop_us = (ri->twoshot_hop_us > 0 ? ri->twoshot_hop_us : m->hop_intra_us[NCCL_PROTO_LL]) +
+                      ri->twoshot_crowd_us * crowd;
+  /* On one node, a link's measured whole-ring rates cap each protocol (the graph's bandwidth is
+   * for its own channel count; the rings may run more channels over the same links). LL's
+   * replaces NCCL's llMaxBws unless a tuner changed that. */
+  for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+    m->bw_total[p] = !multi && topo->bw_total_intra > 0 && ri->total_frac[p] > 0
+                         ? topo->bw_total_intra * ri->total_frac[p]
+                         : 0.0f;
+  const bool ll_own = m->bw_total[NCCL_PROTO_LL] > 0 &&
+                      c->llMaxBws[cc][sc] == def.llMaxBws[cc][sc];
+  m->ll_max_bw = (!multi && topo->link_intra == TUNE_LINK_SAME_GPU) || ll_own
+                     ? 0.0f
+                     : (float)c->llMaxBws[cc][sc];
   float bi = topo->bw_intra > 0 ? topo->bw_intra : ri->bw_ch * simple_scale;
   float bx = topo->bw_inter > 0 ? topo->bw_inter : rx->bw_ch;
   m->bw_ch = multi && bx < bi ? bx : bi;
@@ -244,6 +290,7 @@ float tune_model_time(const tune_model_t* m, const tune_topo_t* topo, ncclFunc_t
   if (m->cap_ch[proto] > 0 && bw_ch > m->cap_ch[proto]) bw_ch = m->cap_ch[proto];
   double bw = bw_ch * (nchannels > 0 ? nchannels : 1);
   if (proto == NCCL_PROTO_LL && m->ll_max_bw > 0 && bw > m->ll_max_bw) bw = m->ll_max_bw;
+  if (m->bw_total[proto] > 0 && bw > m->bw_total[proto]) bw = m->bw_total[proto];
   /* A ring collective whose block per rank and channel exceeds a step's capacity goes around
    * the ring several times (tune_model_chunk): every extra round pays every step's latency. */
   double rounds = 1.0;

@@ -60,11 +60,18 @@ static tune_topo_t topo_make(int nranks, int nnodes, tune_link_t intra, tune_lin
  * cap, 132 / (2 n), at most 64. */
 static int same_gpu_channels(int n) { return 132 / (2 * n) > 64 ? 64 : 132 / (2 * n); }
 
-#define NFIX 6
+#define NFIX 7
 static void fixtures(fixture_t f[NFIX]) {
   /* Channel counts and per-channel bandwidths of the graph search's order on such machines. */
+  /* As Choir runs on 4 and on 2 x H200: 64 ring channels; the graph's 24 channels of 15 GB/s
+   * (test-graph on test/data/topo/h200x4-choir-dump.xml and h200x2-choir-dump.xml). */
   f[0] = (fixture_t){"h200x4-nvlink",
-                     topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.6f, 0)};
+                     topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 64, 15.0f, 0)};
+  f[0].topo.bw_total_intra = 24 * 15.0f;
+  f[6] = (fixture_t){"h200x2-nvlink",
+                     topo_make(2, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 64, 15.0f, 0)};
+  f[6].topo.bw_total_intra = 24 * 15.0f;
+
   f[1] = (fixture_t){"dgx-h100", topo_make(8, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.6f, 0)};
   f[2] = (fixture_t){"pcie-4gpu", topo_make(4, 1, TUNE_LINK_PCIE, TUNE_LINK_PCIE, 4, 12.0f, 0)};
   f[3] =
@@ -463,39 +470,58 @@ static void case_oneshot_unavailable(void) {
   CHECK_CONTAINS(err_last(), "it allows OneShot for AllReduce, and Choir builds Ring only");
 }
 
-/* The formula on numbers worked by hand: 4 ranks on NVLink, 32 channels of 20 GB/s, Simple,
- * AllReduce of 32 MiB: 8.4 + 6 * 3.4 us + 32 MiB * 1.5 / (640 GB/s) = 28.8 + 78.64 us. */
+/* The formula on numbers worked by hand, with the NVLink row's constants (tune_model.c: base
+ * LL 0.9, Simple 3.3 us; a step LL 2.0, Simple 3.6 us): 4 ranks on NVLink, 32 channels of 20
+ * GB/s, Simple, AllReduce of 32 MiB: 3.3 + 6 * 3.6 us + 32 MiB * 1.5 / (640 GB/s). */
 static void case_model_formula(void) {
   env_quiet();
   tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 32, 20.0f, 0);
   tune_model_t m;
   tune_model_build(&topo, NULL, &m);
   float t = tune_model_time(&m, &topo, ncclFuncAllReduce, NCCL_PROTO_SIMPLE, 32u << 20, 32, 1);
-  double want = 8.4 + 6 * 3.4 + (32.0 * 1048576) * 1.5 / (640.0 * 1000);
+  double want = 3.3 + 6 * 3.6 + (32.0 * 1048576) * 1.5 / (640.0 * 1000);
   CHECK_MSG(fabs(t - want) < 0.01, "AllReduce Simple: %f, want %f", (double)t, want);
   /* AllGather: n-1 steps and (n-1)/n of the bytes. */
   t = tune_model_time(&m, &topo, ncclFuncAllGather, NCCL_PROTO_SIMPLE, 32u << 20, 32, 1);
-  want = 8.4 + 3 * 3.4 + (32.0 * 1048576) * 0.75 / (640.0 * 1000);
+  want = 3.3 + 3 * 3.6 + (32.0 * 1048576) * 0.75 / (640.0 * 1000);
   CHECK_MSG(fabs(t - want) < 0.01, "AllGather Simple: %f, want %f", (double)t, want);
   /* Broadcast: n-1 steps, all the bytes once. Two pipelined ops pay the base twice. */
   t = tune_model_time(&m, &topo, ncclFuncBroadcast, NCCL_PROTO_SIMPLE, 32u << 20, 32, 2);
-  want = 2 * 8.4 + 3 * 3.4 + (32.0 * 1048576) / (640.0 * 1000);
+  want = 2 * 3.3 + 3 * 3.6 + (32.0 * 1048576) / (640.0 * 1000);
   CHECK_MSG(fabs(t - want) < 0.01, "Broadcast Simple x2: %f, want %f", (double)t, want);
   /* LL: half of each line is data, and the per-channel LL cap (8 GB/s on NVLink) binds. */
   t = tune_model_time(&m, &topo, ncclFuncAllReduce, NCCL_PROTO_LL, 1u << 20, 32, 1);
-  want = 6.6 + 6 * 0.6 + 1048576.0 * 1.5 / (141.0 * 1000); /* 32 x 8 > llMaxBw 141 */
+  want = 0.9 + 6 * 2.0 + 1048576.0 * 1.5 / (141.0 * 1000); /* 32 x 8 > llMaxBw 141 */
   CHECK_MSG(fabs(t - want) < 0.01, "AllReduce LL: %f, want %f", (double)t, want);
+  /* With the graph's whole bandwidth known (360 GB/s), each protocol's share of it caps the ring:
+   * Simple 0.95, LL 0.46 (which then replaces llMaxBws), LL128 0.75. */
+  tune_topo_t known = topo;
+  known.bw_total_intra = 360.0f;
+  tune_model_build(&known, NULL, &m);
+  t = tune_model_time(&m, &known, ncclFuncAllReduce, NCCL_PROTO_SIMPLE, 32u << 20, 32, 1);
+  want = 3.3 + 6 * 3.6 + (32.0 * 1048576) * 1.5 / (342.0 * 1000);
+  CHECK_MSG(fabs(t - want) < 0.01, "AllReduce Simple, 360 GB/s: %f, want %f", (double)t, want);
+  t = tune_model_time(&m, &known, ncclFuncAllReduce, NCCL_PROTO_LL, 1u << 20, 32, 1);
+  want = 0.9 + 6 * 2.0 + 1048576.0 * 1.5 / (165.6 * 1000);
+  CHECK_MSG(fabs(t - want) < 0.01, "AllReduce LL, 360 GB/s: %f, want %f", (double)t, want);
+  t = tune_model_time(&m, &known, ncclFuncAllReduce, NCCL_PROTO_LL128, 32u << 20, 32, 1);
+  want = 1.8 + 6 * 2.3 + (32.0 * 1048576) * 1.5 / (270.0 * 1000);
+  CHECK_MSG(fabs(t - want) < 0.01, "AllReduce LL128, 360 GB/s: %f, want %f", (double)t, want);
+  /* Not across nodes: the graph's figure is one node's. */
+  known.nnodes = 2;
+  tune_model_build(&known, NULL, &m);
+  CHECK_TRUE(m.bw_total[NCCL_PROTO_SIMPLE] == 0 && m.ll_max_bw > 0);
   /* Two nodes: the ring's inter-node steps pay the network's hop, the bandwidth the NIC's. */
   tune_topo_t two = topo_make(16, 2, TUNE_LINK_NVLINK, TUNE_LINK_NET, 8, 20.0f, 12.5f);
   tune_model_build(&two, NULL, &m);
   t = tune_model_time(&m, &two, ncclFuncAllReduce, NCCL_PROTO_SIMPLE, 16u << 20, 8, 1);
-  want = 8.4 + 28 * 3.4 + 2 * 14.0 + (16.0 * 1048576) * 30.0 / 16 / (100.0 * 1000);
+  want = 3.3 + 28 * 3.6 + 2 * 14.0 + (16.0 * 1048576) * 30.0 / 16 / (100.0 * 1000);
   CHECK_MSG(fabs(t - want) < 0.01, "2 nodes AllReduce Simple: %f, want %f", (double)t, want);
   /* One rank: no steps. */
   tune_topo_t one = topo_make(1, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 1, 20.0f, 0);
   tune_model_build(&one, NULL, &m);
   t = tune_model_time(&m, &one, ncclFuncAllReduce, NCCL_PROTO_SIMPLE, 0, 1, 1);
-  CHECK_MSG(fabs(t - 8.4) < 0.01, "1 rank: %f", (double)t);
+  CHECK_MSG(fabs(t - 3.3) < 0.01, "1 rank: %f", (double)t);
 }
 
 /* Channels: the CTA cap, and the small-size reduction; chunks smaller for small messages. */
@@ -956,27 +982,40 @@ static void case_bad_inputs(void) {
 
 /* ---- The choice table, for people ----------------------------------------------------------- */
 
+/* Every fixture's choices as the size grows; NVLink and same-GPU fixtures also with the direct
+ * connections that such communicators make (OneShot, TwoShot: "+direct"). */
 static int print_table(void) {
   env_quiet();
   fixture_t fx[NFIX];
   fixtures(fx);
   for (int f = 0; f < NFIX; f++) {
-    tune_t* t = NULL;
-    if (tune_create(&fx[f].topo, 1, 0, &t) != ncclSuccess) return 1;
-    for (int k = 0; k < TUNE_NUM_COLLS; k++) {
-      printf("%s %s:", fx[f].name, tune_coll_name(colls[k]));
-      int last = -1;
-      for (int i = 0; i < NSIZES; i++) {
-        tune_choice_t c;
-        if (tune_choose(t, colls[k], size_at(i), 1, &c) != ncclSuccess) return 1;
-        if (c.proto != last)
-          printf(" %s from %llu B (%.1f us)", tune_proto_name(c.proto),
-                 (unsigned long long)size_at(i), (double)c.time_us);
-        last = c.proto;
+    for (int direct = 0; direct < 2; direct++) {
+      tune_topo_t topo = fx[f].topo;
+      if (direct) {
+        if (topo.link_intra != TUNE_LINK_NVLINK && topo.link_intra != TUNE_LINK_SAME_GPU) continue;
+        if (topo.nnodes > 1 || topo.nranks > KERN_DIRECT_MAX_RANKS) continue;
+        topo = topo_direct(topo);
       }
-      printf("\n");
+      tune_t* t = NULL;
+      if (tune_create(&topo, 1, 0, &t) != ncclSuccess) return 1;
+      for (int k = 0; k < TUNE_NUM_COLLS; k++) {
+        printf("%s%s %s:", fx[f].name, direct ? "+direct" : "", tune_coll_name(colls[k]));
+        int last = -1;
+        for (int i = 0; i < NSIZES; i++) {
+          tune_choice_t c;
+          if (tune_choose(t, colls[k], size_at(i), 1, &c) != ncclSuccess) return 1;
+          const int key = c.algo * NCCL_NUM_PROTOCOLS + c.proto;
+          if (key != last)
+            printf(" %s%s%s from %llu B (%.1f us)",
+                   c.algo == NCCL_ALGO_RING ? "" : tune_algo_name(c.algo),
+                   c.algo == NCCL_ALGO_RING ? "" : "/", tune_proto_name(c.proto),
+                   (unsigned long long)size_at(i), (double)c.time_us);
+          last = key;
+        }
+        printf("\n");
+      }
+      tune_destroy(t);
     }
-    tune_destroy(t);
   }
   return 0;
 }
