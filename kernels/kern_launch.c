@@ -186,9 +186,7 @@ static ncclResult_t kern_coll_check(const kern_coll_work_t* w, const char* what)
                      (int)w->algo, NCCL_ALGO_RING, KERN_ALGO_ONESHOT, KERN_ALGO_TWOSHOT);
   if ((w->algo == KERN_ALGO_ONESHOT || w->algo == KERN_ALGO_TWOSHOT) &&
       (w->proto != KERN_PROTO_LL || w->nchannels > KERN_DIRECT_MAX_CTAS ||
-       !(w->coll == KERN_COLL_ALLREDUCE ||
-         (w->algo == KERN_ALGO_ONESHOT &&
-          (w->coll == KERN_COLL_ALLGATHER || w->coll == KERN_COLL_REDUCESCATTER)))))
+       !kern_direct_runs(w->algo, w->coll)))
     return kern_fail(ncclInvalidArgument,
                      "%s: OneShot runs AllReduce, AllGather and ReduceScatter, TwoShot AllReduce, "
                      "with LL on at most %d CTAs (coll %d, proto %d, %d CTAs)",

@@ -310,6 +310,15 @@ typedef enum {
   KERN_COLL_NUM = 5
 } kern_coll_t;
 
+/* Whether direct algorithm algo runs collective coll (a kern_coll_t, whose values are
+ * ncclFunc_t's): OneShot AllReduce, AllGather and ReduceScatter, TwoShot AllReduce. The model,
+ * the plan and the launch check all ask this. */
+static inline KERN_HOST_DEVICE int kern_direct_runs(int algo, int coll) {
+  if (coll == KERN_COLL_ALLREDUCE) return algo == KERN_ALGO_ONESHOT || algo == KERN_ALGO_TWOSHOT;
+  return algo == KERN_ALGO_ONESHOT &&
+         (coll == KERN_COLL_ALLGATHER || coll == KERN_COLL_REDUCESCATTER);
+}
+
 /*
  * One collective over the ring channels 0..nchannels-1 (one CTA each, KERN_NTHREADS threads).
  * count is in elements of type, as the API takes it: AllReduce, Broadcast, Reduce: the whole

@@ -146,10 +146,7 @@ ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int nu
   if (ch.algo == TUNE_ALGO_ONESHOT || ch.algo == TUNE_ALGO_TWOSHOT) {
     /* tune offers them only with the direct connections (algo_mask): OneShot for AllReduce,
      * AllGather and ReduceScatter, TwoShot for AllReduce (tune_algos_for). */
-    const bool kind_ok = op->kind == ENQ_ALLREDUCE ||
-                         (ch.algo == TUNE_ALGO_ONESHOT &&
-                          (op->kind == ENQ_ALLGATHER || op->kind == ENQ_REDUCESCATTER));
-    if (!kind_ok || ch.proto != NCCL_PROTO_LL || ch.nchannels < 1 ||
+    if (!kern_direct_runs(ch.algo, (int)enq_func(op)) || ch.proto != NCCL_PROTO_LL || ch.nchannels < 1 ||
         ch.nchannels > KERN_DIRECT_MAX_CTAS || ch.nthreads < 64 || ch.nthreads > KERN_NTHREADS ||
         ch.nthreads % 32 != 0 || ch.chunk_bytes < 16 || ch.chunk_bytes % 16 != 0) {
       WARN("plan: the model chose %s with protocol %d, %d CTAs, %d threads, chunk %u for "

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "tune_internal.h"
 
 /* NCCL's names, then Choir's own algorithms (tune.h). */
@@ -185,11 +186,17 @@ out:
   return res;
 }
 
+_Static_assert(TUNE_ALGO_ONESHOT == KERN_ALGO_ONESHOT && TUNE_ALGO_TWOSHOT == KERN_ALGO_TWOSHOT &&
+                   (int)ncclFuncAllGather == KERN_COLL_ALLGATHER &&
+                   (int)ncclFuncReduceScatter == KERN_COLL_REDUCESCATTER &&
+                   (int)ncclFuncAllReduce == KERN_COLL_ALLREDUCE,
+               "kern_direct_runs takes tune's algorithms and ncclFunc_t's collectives");
+
 uint32_t tune_algos_for(int coll, uint32_t algo_mask) {
-  if (coll == ncclFuncAllReduce) return algo_mask;
-  if (coll == ncclFuncAllGather || coll == ncclFuncReduceScatter)
-    return algo_mask & ~(1u << TUNE_ALGO_TWOSHOT);
-  return algo_mask & ~TUNE_ALGO_DIRECT_MASK;
+  uint32_t m = algo_mask & ~TUNE_ALGO_DIRECT_MASK;
+  for (int a = TUNE_ALGO_ONESHOT; a <= TUNE_ALGO_TWOSHOT; a++)
+    if (kern_direct_runs(a, coll)) m |= algo_mask & (1u << a);
+  return m;
 }
 
 ncclResult_t tune_knobs_read(tune_knob_t* algo_p, tune_knob_t* proto_p) {
