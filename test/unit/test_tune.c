@@ -232,6 +232,15 @@ static void case_same_gpu(void) {
   }
 }
 
+/* tune_create on topo refuses with ncclInvalidUsage and a message containing want. */
+static void check_create_refused(const tune_topo_t* topo, const char* want) {
+  tune_t* t = NULL;
+  err_clear_last();
+  CHECK_EQ_INT(tune_create(topo, 1, 0, &t), ncclInvalidUsage);
+  CHECK_CONTAINS(err_last(), want);
+  tune_destroy(t);
+}
+
 /* OneShot (Choir's own AllReduce over the direct connections): where it is made, the model picks
  * it for small AllReduces only, never for another collective; its choice has its own CTAs,
  * threads and step; NCCL_ALGO forces or excludes it; without the direct connections it is never
@@ -397,10 +406,7 @@ static void case_oneshot_forced_ag_rs(void) {
 static void case_twoshot_allgather(void) {
   env_quiet();
   setenv("NCCL_ALGO", "allgather:twoshot", 1);
-  tune_t* t = NULL;
-  err_clear_last();
-  CHECK_EQ_INT(tune_create(oneshot_topo(), 1, 0, &t), ncclInvalidUsage);
-  CHECK_CONTAINS(err_last(), "leaves AllGather no algorithm to run");
+  check_create_refused(oneshot_topo(), "leaves AllGather no algorithm to run");
 }
 
 static void case_twoshot_forced(void) {
@@ -452,10 +458,7 @@ static void case_oneshot_unmade(void) {
 static void case_oneshot_alone(void) {
   env_quiet();
   setenv("NCCL_ALGO", "oneshot", 1);
-  tune_t* t = NULL;
-  err_clear_last();
-  CHECK_EQ_INT(tune_create(oneshot_topo(), 1, 0, &t), ncclInvalidUsage);
-  CHECK_CONTAINS(err_last(), "leaves Broadcast no algorithm to run");
+  check_create_refused(oneshot_topo(), "leaves Broadcast no algorithm to run");
 }
 
 /* Named for AllReduce where the direct connections were not made. */
@@ -464,10 +467,7 @@ static void case_oneshot_unavailable(void) {
   setenv("NCCL_ALGO", "allreduce:oneshot", 1);
   tune_topo_t plain =
       topo_make(4, 1, TUNE_LINK_SAME_GPU, TUNE_LINK_SAME_GPU, same_gpu_channels(4), 0, 0);
-  tune_t* t = NULL;
-  err_clear_last();
-  CHECK_EQ_INT(tune_create(&plain, 1, 0, &t), ncclInvalidUsage);
-  CHECK_CONTAINS(err_last(), "it allows OneShot for AllReduce, and Choir builds Ring only");
+  check_create_refused(&plain, "it allows OneShot for AllReduce, and Choir builds Ring only");
 }
 
 /* The formula on numbers worked by hand, with the NVLink row's constants (tune_model.c: base
@@ -776,10 +776,7 @@ static void case_knob_algo_env_bad(void) {
   env_quiet();
   setenv("NCCL_ALGO", "allreduce:ring;allgather:", 1);
   tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 4, 20.6f, 0);
-  tune_t* t = NULL;
-  err_clear_last();
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
-  CHECK_CONTAINS(err_last(), "NCCL_ALGO=\"allreduce:ring;allgather:\": no name in the entry");
+  check_create_refused(&topo, "NCCL_ALGO=\"allreduce:ring;allgather:\": no name in the entry");
 }
 
 /* Nothing left: a knob that allows only what is not built, or protocols without buffers. */
@@ -801,12 +798,9 @@ static void case_nothing_left_algo_per_coll(void) {
   env_quiet();
   setenv("NCCL_ALGO", "allgather:^ring", 1);
   tune_topo_t topo = topo_make(4, 1, TUNE_LINK_NVLINK, TUNE_LINK_NVLINK, 4, 20.6f, 0);
-  tune_t* t = NULL;
-  err_clear_last();
-  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclInvalidUsage);
-  CHECK_CONTAINS(err_last(),
-                 "leaves AllGather no algorithm to run: it allows Tree,"
-                 "CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT,OneShot for AllGather");
+  check_create_refused(&topo,
+                       "leaves AllGather no algorithm to run: it allows Tree,"
+                       "CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT,OneShot for AllGather");
 }
 
 static void case_nothing_left_proto(void) {
