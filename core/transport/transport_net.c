@@ -225,6 +225,16 @@ ncclResult_t transport_net_host(transport_t* t, transport_group_t* g) {
     /* Channels spread over the NICs. */
     e->dev = t->net_ndevs > 0 ? t->net_devs[m->id % t->net_ndevs] : ndev > 0 ? m->id % ndev : 0;
     e->gdr = e->dev < TRANSPORT_MAX_NET_DEVS && t->net_gdr[e->dev][m->is_send ? 1 : 0];
+    /* One slot is one plugin message: it must fit the device's largest. */
+    ncclNetProperties_v12_t p;
+    CHECK(net_props(t->net, e->dev, &p));
+    if ((size_t)m->slot_bytes[KERN_PROTO_SIMPLE] > p.maxP2pBytes) {
+      WARN("net: a connection slot of %u bytes (NCCL_BUFFSIZE / 8 for rings, "
+           "NCCL_P2P_PCI_CHUNKSIZE for send/recv) exceeds the largest message of net device %d "
+           "(%s, maxP2pBytes %zu): lower that variable or raise the plugin's limit",
+           m->slot_bytes[KERN_PROTO_SIMPLE], e->dev, p.name ? p.name : "?", p.maxP2pBytes);
+      return ncclInvalidUsage;
+    }
     if (e->gdr)
       CHECK(transport_res_dev((size_t)KERN_NSLOTS * m->slot_bytes[KERN_PROTO_SIMPLE], &e->slots));
     void* dev = NULL;

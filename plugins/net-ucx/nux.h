@@ -55,6 +55,8 @@ extern ncclDebugLogger_t nux_logger;
 #define NUX_MAX_DEVS 32
 #define NUX_MAX_REQS NCCL_NET_MAX_REQUESTS
 #define NUX_MAX_BYTES ((size_t)0x7ffff000) /* test() reports sizes as int */
+/* The message size limit that CHOIR_UCX_MAX_MIB sets (at most NUX_MAX_BYTES). */
+size_t nux_max_bytes(void);
 #define NUX_MAX_ADDR 8192                  /* largest worker address accepted in a handshake */
 #define NUX_MAGIC 0x43686f69724e5558ULL    /* "ChoirNUX" */
 

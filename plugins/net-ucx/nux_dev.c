@@ -291,8 +291,8 @@ ncclResult_t nux_get_properties(int dev, ncclNetProperties_v12_t* props) {
   props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
   props->vProps.ndevs = 1;
   props->vProps.devs[0] = dev;
-  props->maxP2pBytes = NUX_MAX_BYTES;
-  props->maxCollBytes = NUX_MAX_BYTES;
+  props->maxP2pBytes = nux_max_bytes();
+  props->maxCollBytes = nux_max_bytes();
   props->maxMultiRequestSize = 1;
   props->railId = NCCL_NET_ID_UNDEF;
   props->planeId = NCCL_NET_ID_UNDEF;
@@ -454,4 +454,9 @@ void nux_worker_orphan(nux_worker_t* w, void* p) {
 void nux_worker_progress_locked(nux_worker_t* w) {
   for (int i = 0; i < nux_g.knobs.progress; i++)
     if (ucp_worker_progress(w->ucp) == 0) break;
+}
+
+size_t nux_max_bytes(void) {
+  size_t b = (size_t)nux_g.knobs.max_mib << 20;
+  return b < NUX_MAX_BYTES ? b : NUX_MAX_BYTES;
 }

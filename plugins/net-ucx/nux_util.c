@@ -30,6 +30,10 @@ const nux_knob_t nux_knob_table[] = {
     {"CHOIR_UCX_REG", 1, 0, 1, offsetof(nux_knobs_t, reg),
      "1: regMr maps the buffer with ucp_mem_map and transfers pass the handle to UCX; 0: regMr "
      "returns a placeholder and UCX registers on its own"},
+    {"CHOIR_UCX_MAX_MIB", 16, 1, 2047, offsetof(nux_knobs_t, max_mib),
+     "largest message in MiB (props.maxP2pBytes/maxCollBytes; 2047 means 2 GiB - 4 KiB). UCX moves "
+     "a message in as few socket writes as it can, and one write on a fast link can run for as "
+     "long as the peer drains it: over tcp a 1 GiB message kept one test() call busy for seconds"},
 };
 const int nux_knob_count = (int)(sizeof(nux_knob_table) / sizeof(nux_knob_table[0]));
 

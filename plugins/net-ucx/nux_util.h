@@ -46,6 +46,7 @@ typedef struct {
   int peer_errors;      /* CHOIR_UCX_PEER_ERRORS */
   int progress;         /* CHOIR_UCX_PROGRESS */
   int reg;              /* CHOIR_UCX_REG */
+  int max_mib;          /* CHOIR_UCX_MAX_MIB */
 } nux_knobs_t;
 
 typedef struct {

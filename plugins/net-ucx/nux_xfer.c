@@ -347,8 +347,9 @@ ncclResult_t nux_isend(void* send_comm, void* data, size_t size, int tag, void* 
   nux_comm_t* c = send_comm;
   nux_worker_t* w = c->worker;
   *request = NULL;
-  if (size > NUX_MAX_BYTES) {
-    NUX_WARN("net-ucx: isend of %zu bytes exceeds maxP2pBytes %zu", size, NUX_MAX_BYTES);
+  if (size > nux_max_bytes()) {
+    NUX_WARN("net-ucx: isend of %zu bytes exceeds maxP2pBytes %zu (CHOIR_UCX_MAX_MIB raises it)",
+             size, nux_max_bytes());
     return ncclInvalidArgument;
   }
   ncclResult_t res = nux_comm_error(c);

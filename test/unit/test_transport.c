@@ -711,12 +711,13 @@ typedef struct {
   int kind;     /* the kern_transport_t every connection must get */
   int nchan;    /* ring connections per direction */
   int npairs;   /* all-pairs connections per peer and direction */
-  int body;     /* what a rank process runs: 0 rank_run, 1 net_death_rank */
+  int body;     /* what a rank process runs: 0 rank_run, 1 net_death_rank, 2 net_oversize_rank */
   int killed;   /* the rank whose process dies by SIGKILL on purpose (-1: none) */
   ncclUniqueId id;
 } job_t;
 
 static int net_death_rank(int rank, const job_t* j);
+static int net_oversize_rank(int rank, const job_t* j);
 
 static int policy_allow(void* ctx, int peer, int* use_read_p) {
   (void)peer;
@@ -1026,7 +1027,9 @@ static int rank_main(const char* rank_s, const char* hex) {
   alarm(60);
   transport_set_cuda_ops(&fake_ops);
   int rank = atoi(rank_s);
-  int bad = j.body == 1 ? net_death_rank(rank, &j) : rank_run(rank, &j);
+  int bad = j.body == 1   ? net_death_rank(rank, &j)
+            : j.body == 2 ? net_oversize_rank(rank, &j)
+                          : rank_run(rank, &j);
   t_rank = rank;
   /* One process per rank: everything is released, and the names were gone at once. */
   EXPECT(fake_live() == 0);
@@ -1771,6 +1774,41 @@ static void case_net_death(void) {
   CHECK_EQ_INT(run_procs(&j), 0);
 }
 
+/* A slot larger than the plugin's largest message (net-socket: 2 GiB - 4 KiB): both ranks refuse
+ * the connection with the knobs and the limit named, before any buffer is allocated. */
+static int net_oversize_rank(int rank, const job_t* j) {
+  bootstrap_t* bs = NULL;
+  transport_t* t = NULL;
+  uint32_t kabort = 0;
+  int bad = net_setup(rank, j, 0xc403, &kabort, &bs, &t);
+  if (bs == NULL) return bad;
+  transport_req_t reqs[2];
+  kern_conn_t out[2];
+  const uint32_t slot = 0x80000000u; /* 2 GiB */
+  reqs[0] = req_make(1 - rank, 1, 0, 0, 0, slot, &out[0]);
+  reqs[1] = req_make(1 - rank, 0, 0, 0, 0, slot, &out[1]);
+  EXPECT(transport_connect(t, reqs, 2, 1) == ncclInvalidUsage);
+  const char* why = err_last();
+  EXPECT_MSG(why != NULL && strstr(why, "maxP2pBytes 2147479552") != NULL &&
+                 strstr(why, "NCCL_BUFFSIZE") != NULL,
+             "the error: '%s'", why ? why : "(none)");
+  EXPECT(fake_live() == 0);
+  transport_destroy(t);
+  EXPECT(bootstrap_close(bs) == ncclSuccess);
+  return bad;
+}
+
+static void case_net_oversize(void) {
+  if (getenv("CHOIR_PLUGIN_DIR") == NULL) {
+    printf("net: set CHOIR_PLUGIN_DIR to the folder of libnccl-net-socket.so (meson does)\n");
+    exit(77);
+  }
+  job_t j;
+  job_make(&j, 2, 0, 0, 0);
+  j.body = 2;
+  CHECK_EQ_INT(run_procs(&j), 0);
+}
+
 /* ---- NIC placement -------------------------------------------------------------------------- */
 
 /* transport_net_nearest on a topology file: each GPU gets the NIC ports in its own switch, in
@@ -1860,7 +1898,8 @@ static const struct {
       {"both-off", case_knob_both_off},
       {"connect-shm", case_knob_connect_shm},
       {"connect-none", case_knob_connect_none}}},
-    {"net", {{"loop-2", case_net_loop}, {"peer-death", case_net_death}}},
+    {"net", {{"loop-2", case_net_loop}, {"peer-death", case_net_death},
+             {"oversize-slot", case_net_oversize}}},
     {"place", {{"nearest", case_place_nearest}}},
 };
 
