@@ -178,16 +178,14 @@ NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size,
          void** handle) {
   API_CHECK_PTR("ncclCommRegister", handle);
+  *handle = NULL;
   CHECK(comm_check_usable("ncclCommRegister", comm));
-  (void)buff;
-  (void)size;
-  return api_missing("ncclCommRegister", "user buffer registration");
+  return comm_register(comm, buff, size, handle);
 }
 
 NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
   CHECK(comm_check_ready("ncclCommDeregister", comm));
-  (void)handle;
-  return api_missing("ncclCommDeregister", "user buffer registration");
+  return comm_deregister(comm, handle);
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,

@@ -142,6 +142,9 @@ PARAM_INT(P2P_NVL_CHUNKSIZE, "NCCL_P2P_NVL_CHUNKSIZE", 524288,
 PARAM_STR(PROXY_TRACE, "CHOIR_PROXY_TRACE", NULL,
           "file prefix: each proxy thread records when it hands slots to the net plugin and when "
           "they complete, and writes PREFIX.RANK.PID at communicator destruction (tuning aid)")
+PARAM_INT(LOCAL_REGISTER, "NCCL_LOCAL_REGISTER", 1,
+          "1: ncclCommRegister records buffers and returns a handle; 0: it returns a NULL handle "
+          "(Choir's data path does not read registered buffers in place yet either way)")
 PARAM_INT(P2P_PCI_CHUNKSIZE, "NCCL_P2P_PCI_CHUNKSIZE", 131072,
           "slot size in bytes of send/recv connections over PCIe or shared memory")
 PARAM_INT(MAX_P2P_NCHANNELS, "NCCL_MAX_P2P_NCHANNELS", -1,

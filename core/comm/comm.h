@@ -50,6 +50,14 @@ typedef struct comm_peer_info {
   int32_t hw_queues; /* the process's hardware work queues per device (comm_hw_queues) */
 } comm_peer_info_t;
 
+/* User buffer registrations (comm_reg.c): sorted by start address. */
+typedef struct comm_reg comm_reg_t;
+typedef struct comm_regs {
+  pthread_mutex_t lock;
+  comm_reg_t** slots;
+  int n, cap;
+} comm_regs_t;
+
 struct ncclComm {
   uint64_t magic_start;
   int rank;
@@ -87,6 +95,7 @@ struct ncclComm {
   int fail_claim;
   int fail_ready;
   char fail_msg[640];
+  comm_regs_t regs;
   uint64_t magic_end;
 };
 
@@ -120,6 +129,13 @@ ncclResult_t comm_destroy(ncclComm_t comm);
 ncclResult_t comm_abort(ncclComm_t comm);
 ncclResult_t comm_revoke(ncclComm_t comm);
 ncclResult_t comm_get_async_error(ncclComm_t comm, ncclResult_t* res_p);
+/* ncclCommRegister / ncclCommDeregister on a ready communicator (comm_reg.c). */
+ncclResult_t comm_register(ncclComm_t comm, void* buff, size_t size, void** handle_p);
+ncclResult_t comm_deregister(ncclComm_t comm, void* handle);
+/* How many registry entries the communicator holds (one per distinct range). */
+int comm_registrations(ncclComm_t comm);
+void comm_regs_init(comm_regs_t* r);
+void comm_regs_free(ncclComm_t comm);
 
 /* Internal to the module, shared between its files. */
 ncclResult_t comm_config_build(const char* func, const ncclConfig_t* user,

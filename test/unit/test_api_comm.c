@@ -6,6 +6,10 @@
  *             communicator's, so a NULL communicator never reaches it)
  *   missing   the functions not built yet (README "missing") return ncclInvalidUsage, and
  *             ncclGetLastError says that they are not implemented
+ *   register  ncclCommRegister / ncclCommDeregister as NCCL documents them: a buffer inside a
+ *             registered range shares its handle, a handle is released once per registration,
+ *             a foreign or released handle is refused with a message, NULL handles do nothing,
+ *             NCCL_LOCAL_REGISTER=0 gives NULL handles
  *   version   NCCL_DEBUG=VERSION prints the version banner once, and nothing else, however many
  *             communicators are created and whatever goes wrong meanwhile
  *   simulate  ncclGroupSimulateEnd estimates a positive time for every operation, growing with its
@@ -103,12 +107,7 @@ static void case_missing(void) {
   ncclComm_t c = one_rank();
   if (c == NULL) return;
   char buf[256];
-  void* handle = NULL;
   ncclWindow_t win = NULL;
-  expect_missing("ncclCommRegister", ncclCommRegister(c, buf, sizeof(buf), &handle),
-                 "user buffer registration");
-  CHECK_TRUE(handle == NULL);
-  expect_missing("ncclCommDeregister", ncclCommDeregister(c, buf), "user buffer registration");
   expect_missing("ncclCommWindowRegister",
                  ncclCommWindowRegister(c, buf, sizeof(buf), &win, NCCL_WIN_DEFAULT),
                  "symmetric memory windows");
@@ -124,12 +123,96 @@ static void case_missing(void) {
   expect_missing("ncclDevCommDestroy", ncclDevCommDestroy(c, (const struct ncclDevComm*)dev),
                  "the device-side API (ncclDevComm)");
   /* Their pnccl twins say the same. */
-  expect_missing("ncclCommRegister", pncclCommRegister(c, buf, sizeof(buf), &handle),
-                 "user buffer registration");
+  expect_missing("ncclCommWindowRegister",
+                 pncclCommWindowRegister(c, buf, sizeof(buf), &win, NCCL_WIN_DEFAULT),
+                 "symmetric memory windows");
   /* The communicator is unharmed. */
   int n = 0;
   CHECK_EQ_INT(ncclCommCount(c, &n), ncclSuccess);
   CHECK_EQ_INT(n, 1);
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+}
+
+/* ---- register ------------------------------------------------------------------------------- */
+
+static void expect_refused(const char* what, ncclResult_t got, ncclResult_t want, const char* msg) {
+  CHECK_MSG(got == want, "%s returned %d, want %d", what, (int)got, (int)want);
+  CHECK_MSG(strstr(ncclGetLastError(NULL), msg) != NULL, "%s: last error \"%s\" lacks \"%s\"",
+            what, ncclGetLastError(NULL), msg);
+}
+
+static void case_register(void) {
+  ncclComm_t c = one_rank(), d = one_rank();
+  if (c == NULL || d == NULL) return;
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  char* a = aligned_alloc(page, 8 * page);
+  char* b = aligned_alloc(page, 2 * page);
+  CHECK_TRUE(a != NULL && b != NULL);
+  void *h1 = NULL, *h2 = NULL, *h3 = NULL, *h4 = NULL, *hd = NULL;
+  CHECK_EQ_INT(ncclCommRegister(c, a + 100, 4 * page, &h1), ncclSuccess); /* pages 0..4 */
+  CHECK_TRUE(h1 != NULL);
+  /* Inside those pages (rounded out): the same entry, one more reference. */
+  CHECK_EQ_INT(ncclCommRegister(c, a, page, &h2), ncclSuccess);
+  CHECK_TRUE(h2 == h1);
+  CHECK_EQ_INT(pncclCommRegister(c, a + 4 * page + 1, 10, &h2), ncclSuccess);
+  CHECK_TRUE(h2 == h1);
+  /* Past them, or another buffer: entries of their own. */
+  CHECK_EQ_INT(ncclCommRegister(c, a, 6 * page, &h3), ncclSuccess);
+  CHECK_TRUE(h3 != NULL && h3 != h1);
+  CHECK_EQ_INT(ncclCommRegister(c, b, 2 * page, &h4), ncclSuccess);
+  CHECK_TRUE(h4 != NULL && h4 != h1 && h4 != h3);
+  /* Another communicator has its own registry: its handle is not c's, nor c's its. */
+  CHECK_EQ_INT(ncclCommRegister(d, b, 2 * page, &hd), ncclSuccess);
+  CHECK_TRUE(hd != NULL && hd != h4);
+  expect_refused("ncclCommDeregister(c, d's handle)", ncclCommDeregister(c, hd), ncclInvalidUsage,
+                 "was not returned by ncclCommRegister on this communicator");
+  expect_refused("ncclCommDeregister(d, c's handle)", ncclCommDeregister(d, h4), ncclInvalidUsage,
+                 "was not returned by ncclCommRegister on this communicator");
+  /* h1 was returned three times: three releases, then it is gone. */
+  for (int i = 0; i < 3; i++) CHECK_EQ_INT(ncclCommDeregister(c, h1), ncclSuccess);
+  expect_refused("ncclCommDeregister of a released handle", pncclCommDeregister(c, h1),
+                 ncclInvalidUsage, "or was released already");
+  /* The other entries are unharmed; a buffer in the released pages gets an entry again. */
+  void* h5 = NULL;
+  CHECK_EQ_INT(ncclCommRegister(c, a + page, page, &h5), ncclSuccess);
+  CHECK_TRUE(h5 == h3); /* inside h3's six pages */
+  CHECK_EQ_INT(ncclCommDeregister(c, h5), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDeregister(c, h3), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDeregister(c, h4), ncclSuccess);
+  /* NULL handle: nothing to release. A pointer that is no handle at all: refused. */
+  CHECK_EQ_INT(ncclCommDeregister(c, NULL), ncclSuccess);
+  expect_refused("ncclCommDeregister of a buffer pointer", ncclCommDeregister(c, a),
+                 ncclInvalidUsage, "was not returned by ncclCommRegister");
+  /* Bad arguments: named, and the handle NULL. */
+  void* h6 = (void*)1;
+  expect_refused("ncclCommRegister(buff NULL)", ncclCommRegister(c, NULL, 64, &h6),
+                 ncclInvalidArgument, "buff is NULL");
+  CHECK_TRUE(h6 == NULL);
+  CHECK_EQ_INT(ncclCommRegister(c, a, 64, NULL), ncclInvalidArgument);
+  h6 = (void*)1;
+  expect_refused("ncclCommRegister past the address space",
+                 ncclCommRegister(c, (void*)(UINTPTR_MAX - 64), 4096, &h6), ncclInvalidArgument,
+                 "past the end of the address space");
+  CHECK_TRUE(h6 == NULL);
+  /* A registration left at destroy goes with the communicator (ASan sees any leak). */
+  CHECK_EQ_INT(ncclCommRegister(c, b, 16, &h6), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDeregister(d, hd), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDestroy(d), ncclSuccess);
+  free(a);
+  free(b);
+}
+
+/* NCCL_LOCAL_REGISTER=0: registration succeeds with a NULL handle, which deregisters as nothing. */
+static void case_register_off(void) {
+  setenv("NCCL_LOCAL_REGISTER", "0", 1);
+  ncclComm_t c = one_rank();
+  if (c == NULL) return;
+  char buf[256];
+  void* h = (void*)1;
+  CHECK_EQ_INT(ncclCommRegister(c, buf, sizeof(buf), &h), ncclSuccess);
+  CHECK_TRUE(h == NULL);
+  CHECK_EQ_INT(ncclCommDeregister(c, h), ncclSuccess);
   CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
 }
 
@@ -279,6 +362,8 @@ int main(int argc, char** argv) {
     void (*fn)(void);
   } cases[] = {{"datatype", case_datatype},
                {"missing", case_missing},
+               {"register", case_register},
+               {"register-off", case_register_off},
                {"version", case_version},
                {"simulate", case_simulate}};
   const char* only = argc > 1 ? argv[1] : NULL;
