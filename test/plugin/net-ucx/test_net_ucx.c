@@ -106,6 +106,11 @@ static void test_knobs(void) {
   }
   const nux_knob_t* k = knob("CHOIR_UCX_MAX_RECVS");
   CHECK(k != NULL && k->hi == NUX_MAX_RECVS, "max recvs knob");
+  /* Message size cap: small by default (one UCX progress call moves a whole message over tcp),
+   * and at its highest still within what test() can report as an int. */
+  const nux_knob_t* mb = knob("CHOIR_UCX_MAX_MIB");
+  CHECK(mb != NULL && mb->def == 16 && mb->lo == 1, "max MiB knob");
+  CHECK(mb != NULL && ((size_t)mb->hi << 20) <= (size_t)0x7ffff000, "max MiB knob: int sizes");
   int v = -1;
   CHECK(nux_knob_parse(k, "1", &v) && v == 1, "parse 1");
   CHECK(nux_knob_parse(k, "8", &v) && v == 8, "parse 8");
