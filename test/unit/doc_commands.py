@@ -39,7 +39,12 @@ def main():
         tools = {"choir-info": "build/core/info/choir-info", "choir-run": "build/choir-run"}
         argv[0] = tools.get(argv[0], argv[0])
         argv = [re.sub(r"^build/", build + "/", a) for a in argv]
-        r = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=60)
+        try:
+            r = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            print(f"FAIL {doc}: `{cmd}` could not run: {e}")
+            failed += 1
+            continue
         if r.returncode != 0 or expect not in r.stdout:
             print(f"FAIL {doc}: `{cmd}` exited {r.returncode}, output lacks {expect!r}:\n"
                   f"{r.stdout[-2000:]}{r.stderr[-2000:]}")
