@@ -10,6 +10,7 @@
 
 #include "kern_direct.cuh"
 #include "kern_prims.cuh"
+#include "kern_tree.cuh"
 
 namespace kern {
 
@@ -308,6 +309,25 @@ __global__ void __launch_bounds__(coll_max_threads<OP, TYPE, PROTO>(), 1)
   coll_batch_run<PROTO, red<OP, TYPE>, DIRECT_REDUCE>(b);
 }
 
+/* Tree AllReduces (kern_tree.cuh) have a kernel of their own: a batch holds tree works only
+ * (kern_coll_batch_launch), and the ring's Simple kernel keeps its registers (the tree's steps
+ * over up to four sources and destinations, inlined beside the ring's, made it spill). CTA c runs
+ * tree channel c of each work that has one. */
+template <int OP, int TYPE>
+__global__ void __launch_bounds__(coll_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>(), 1)
+    kern_tree_batch_kernel(const __grid_constant__ kern_coll_batch_t b) {
+  using R = red<OP, TYPE>;
+  for (uint32_t i = 0; i < b.nworks; i++) {
+    const kern_coll_work_t& w = b.works[i];
+    if ((int)blockIdx.x >= w.nchannels) continue;
+    const R r(w.scalar_bits, w.scalar_ptr, w.divisor);
+    prof_mark_start(w.prof);
+    tree_allreduce(r, w);
+    prof_mark_stop(w.prof);
+    __syncthreads();
+  }
+}
+
 /* The grid and CTA of a batch: the largest of the works' (kernels.h), the threads clamped to
  * what the protocol's kernel is built for. OneShot works run as one stream of lines
  * (direct_allreduce): their CTA gets a thread per line of the stream (the lines of every OneShot
@@ -336,11 +356,13 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL>,
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL128>,
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
+  const void* tree_fn = (const void*)kern_tree_batch_kernel<OP, TYPE>;
   if (b == nullptr) {
     cudaFuncAttributes attr;
     cudaError_t e = cudaSuccess;
     for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++)
       e = cudaFuncGetAttributes(&attr, fns[p]);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, tree_fn);
     return e;
   }
   const unsigned maxt[KERN_PROTO_NUM] = {coll_max_threads<OP, TYPE, KERN_PROTO_LL>(),
@@ -349,7 +371,8 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   const int proto = b->works[0].proto;
   unsigned grid, nt;
   coll_batch_dims(b, maxt[proto], (unsigned)sizeof(typename red<OP, TYPE>::B), &grid, &nt);
-  return kern_launch_prefix(fns[proto], grid, nt, b, KERN_COLL_BATCH_BYTES(b->nworks), stream);
+  return kern_launch_prefix(b->works[0].algo == KERN_ALGO_TREE ? tree_fn : fns[proto], grid, nt,
+                            b, KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }
 
 } /* namespace kern */

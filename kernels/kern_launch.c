@@ -61,6 +61,8 @@ cudaError_t kern_launch_prefix(const void* fn, unsigned grid, unsigned threads, 
                                      NULL, extra);
 }
 
+_Static_assert(KERN_ALGO_TREE == NCCL_ALGO_TREE, "the kernels take NCCL's number of the tree");
+
 const char* kern_subset(void) { return kern_subset_str; }
 
 const char* kern_op_name(kern_op_t op) {
@@ -180,10 +182,17 @@ static ncclResult_t kern_coll_check(const kern_coll_work_t* w, const char* what)
   if (w->chunk_bytes == 0 || w->chunk_bytes % KERN_RC_VEC_BYTES != 0)
     return kern_fail(ncclInvalidArgument, "%s: chunk_bytes %u is not a positive multiple of %d",
                      what, w->chunk_bytes, KERN_RC_VEC_BYTES);
-  if (w->algo != NCCL_ALGO_RING && w->algo != KERN_ALGO_ONESHOT && w->algo != KERN_ALGO_TWOSHOT)
+  if (w->algo != NCCL_ALGO_RING && w->algo != KERN_ALGO_TREE && w->algo != KERN_ALGO_ONESHOT &&
+      w->algo != KERN_ALGO_TWOSHOT)
     return kern_fail(ncclInvalidArgument,
-                     "%s: algo %d is not built (ring, %d; OneShot, %d; TwoShot, %d)", what,
-                     (int)w->algo, NCCL_ALGO_RING, KERN_ALGO_ONESHOT, KERN_ALGO_TWOSHOT);
+                     "%s: algo %d is not built (tree, %d; ring, %d; OneShot, %d; TwoShot, %d)",
+                     what, (int)w->algo, KERN_ALGO_TREE, NCCL_ALGO_RING, KERN_ALGO_ONESHOT,
+                     KERN_ALGO_TWOSHOT);
+  if (w->algo == KERN_ALGO_TREE &&
+      (w->proto != KERN_PROTO_SIMPLE || w->coll != KERN_COLL_ALLREDUCE))
+    return kern_fail(ncclInvalidArgument,
+                     "%s: the tree runs AllReduce with the Simple protocol only (coll %d, proto "
+                     "%d)", what, (int)w->coll, (int)w->proto);
   if ((w->algo == KERN_ALGO_ONESHOT || w->algo == KERN_ALGO_TWOSHOT) &&
       (w->proto != KERN_PROTO_LL || w->nchannels > KERN_DIRECT_MAX_CTAS ||
        !kern_direct_runs(w->algo, w->coll)))
@@ -269,6 +278,10 @@ ncclResult_t kern_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t str
     /* One kernel runs them all: the same protocol, the same family, and for reductions the same
      * (op, type). The communicator too: the kernel takes each work's, but the connections of
      * two communicators are two rings that one CTA must not serialize. */
+    if ((w->algo == KERN_ALGO_TREE) != (w0->algo == KERN_ALGO_TREE))
+      return kern_fail(ncclInvalidArgument, "collective batch work %u: algo %d and work 0's %d "
+                       "need different kernels (the tree has its own); one batch runs one kernel",
+                       i, (int)w->algo, (int)w0->algo);
     if (w->proto != w0->proto)
       return kern_fail(ncclInvalidArgument, "collective batch work %u: proto %s differs from "
                        "work 0's %s; one batch runs one kernel", i, kern_proto_name(w->proto),

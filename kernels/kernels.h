@@ -142,6 +142,7 @@ const char* kern_last_error(void);
 /* OneShot (kern_coll_work_t.algo == KERN_ALGO_ONESHOT, Choir's own algorithm after NCCL's
  * seven; AllReduce, AllGather, ReduceScatter) and TwoShot (AllReduce): at most this many ranks
  * (every pair p2p) and CTAs, one direct connection per peer, CTA and direction. */
+#define KERN_ALGO_TREE 0 /* NCCL_ALGO_TREE: kern_tree_t, kern_tree.cuh */
 #define KERN_ALGO_ONESHOT 7
 #define KERN_ALGO_TWOSHOT 8 /* the same connections, kern_direct.cuh */
 #define KERN_DIRECT_MAX_RANKS 8
@@ -274,6 +275,23 @@ typedef struct kern_channel {
   const int32_t* ranks; /* device memory: the ring's ranks in ring order (nranks entries) */
 } kern_channel_t;
 
+/* One tree channel (NCCL_ALGO_TREE: AllReduce, Simple): this rank's links in the channel's tree,
+ * and a connection each way with every one of them. Inside a node the tree is the chain of its
+ * ranks in ring order; across nodes, NCCL's double binary tree over the nodes' first ranks
+ * (graph.h). up: the parent (-1 at the root); down[]: the children (-1 where absent, in any
+ * slot). The reduction goes up (children's partial sums in down_recv, this rank's to up_send),
+ * the result comes down (up_recv, then to every child through down_send). Every connection of
+ * the channel has the same Simple slot, so both ends of each cut the data into the same steps. */
+#define KERN_TREE_ARITY 3
+typedef struct kern_tree {
+  kern_conn_t up_send;
+  kern_conn_t up_recv;
+  kern_conn_t down_send[KERN_TREE_ARITY];
+  kern_conn_t down_recv[KERN_TREE_ARITY];
+  int32_t up;
+  int32_t down[KERN_TREE_ARITY];
+} kern_tree_t;
+
 /* The device-side communicator (in device memory; the kernels get a pointer to it). */
 typedef struct kern_comm {
   int32_t rank;
@@ -288,6 +306,10 @@ typedef struct kern_comm {
   /* [peer * KERN_DIRECT_MAX_CTAS + cta]: OneShot's connections (LL buffers), NULL until made. */
   kern_conn_t* direct_send;
   kern_conn_t* direct_recv;
+  /* [c], c < tree_nchannels: the tree channels (NULL and 0 when no tree was connected). */
+  kern_tree_t* trees;
+  int32_t tree_nchannels;
+  int32_t pad;
   kern_channel_t channels[KERN_MAX_CHANNELS];
 } kern_comm_t;
 
@@ -344,9 +366,10 @@ typedef struct kern_coll_work {
   int32_t divisor;
   int32_t nchannels;
   uint32_t chunk_bytes; /* data bytes per step at most (capped by kern_proto_step_capacity) */
-  int32_t algo;         /* NCCL_ALGO_RING, KERN_ALGO_ONESHOT (AllReduce, AllGather,
-                         * ReduceScatter) or KERN_ALGO_TWOSHOT (AllReduce): nchannels CTAs over
-                         * the direct connections, proto LL, kern_direct.cuh */
+  int32_t algo;         /* NCCL_ALGO_RING; NCCL_ALGO_TREE (AllReduce, Simple: nchannels CTAs
+                         * over the tree channels, kern_tree.cuh); KERN_ALGO_ONESHOT (AllReduce,
+                         * AllGather, ReduceScatter) or KERN_ALGO_TWOSHOT (AllReduce): nchannels
+                         * CTAs over the direct connections, proto LL, kern_direct.cuh */
   int32_t proto;        /* kern_proto_t; the ring connections must have its buffers */
   uint32_t nthreads;    /* threads per CTA: a multiple of 32 in [64, KERN_NTHREADS] */
 } kern_coll_work_t;
@@ -455,6 +478,7 @@ KERN_STATIC_ASSERT(sizeof(kern_reduce_copy_args_t) == 136, "kern_reduce_copy_arg
 KERN_STATIC_ASSERT(KERN_RC_MAX_SRCS <= 32, "preop_mask has one bit per source");
 KERN_STATIC_ASSERT(sizeof(kern_conn_t) == 88, "kern_conn_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_channel_t) == 200, "kern_channel_t layout");
+KERN_STATIC_ASSERT(sizeof(kern_tree_t) == 8 * 88 + 16, "kern_tree_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_coll_work_t) == 96, "kern_coll_work_t layout");
 /* A launch's records pointer is the first member of both works: an emulated launch (the CPU
  * tests' fake runtime) writes the timestamps without knowing which kernel it stands for. */

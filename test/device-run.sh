@@ -23,7 +23,10 @@
 #              cases, and (4 GPUs or more) procs posing as 2 hosts (hosts: CHOIR_TEST_HOSTS=2,
 #              NCCL_HOSTID per process: p2p within a "host", the network between, rings from
 #              the per-host topology searches), and net1
-#              (the network with NCCL_NCHANNELS_PER_NET_PEER=1, 2 GPUs); gdr only when named in
+#              (the network with NCCL_NCHANNELS_PER_NET_PEER=1, 2 GPUs); tree and treeH only
+#              when named in CHECK_CONFIGS: AllReduce forced onto the tree (NCCL_ALGO=
+#              allreduce:tree, --ops=allreduce added to ARGS), treeH with procs posing as H hosts
+#              (e.g. "4:procs:tree2:rpg4 8:procs:tree4:rpg8 4:threads:tree:rpg4"); gdr only when named in
 #              CHECK_CONFIGS (the network through test/plugin's GPUDirect shim, CHOIR_NET_GDR=1:
 #              buffers in GPU memory, flushes; it stalled on 2 x H200, see README).
 #              With NGPUS = 1: 2, 4 and 8 ranks sharing the GPU, threads and procs, over p2p, shm
@@ -523,6 +526,13 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
             plugin_env "$pname"
             envs+=(${penv[@]+"${penv[@]}"})
             [ "${tr%%-*}" = xhost ] && envs+=(CHOIR_TEST_HOSTS="$n") ;;
+          tree | tree[1-9]*)
+            # AllReduce on the tree (NCCL_ALGO=allreduce:tree); treeH: procs posing as H hosts
+            # (CHOIR_TEST_HOSTS, the chain inside a host, the network between).
+            envs=(NCCL_ALGO=allreduce:tree NCCL_SOCKET_IFNAME="${NET_IFNAME:-lo}" NCCL_DEBUG=INFO
+                  NCCL_DEBUG_SUBSYS=INIT)
+            [ "$tr" != tree ] && envs+=(CHOIR_TEST_HOSTS="${tr#tree}")
+            extra=(--ops=allreduce) ;;
           graph) extra=(--graph 3) ;;
           semantics) extra=(--case all) ;;
         esac
@@ -557,6 +567,15 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
             fi ;;
           plugin-* | xhost-*) # which plugin and network the library says it used
             note "      $tr: $(grep -m1 -oE "(NET/Plugin: )?[Ll]oaded (net plugin|ncclNetPlugin_v[0-9]+)[^(]*" "$log" | head -1); $(grep -m1 -oE "net-(ib|ofi|ucx|socket): [^;]*" "$log" | head -1 | cut -c1-100); $(grep -m1 -oE "Using network [A-Za-z]+" "$log")" ;;
+          tree | tree[1-9]*) # every communicator made tree channels; hosts: the network between
+            if ! grep -qE ", [1-9][0-9]* tree channels" "$log"; then
+              note "  $tr: no communicator reported tree channels (INFO line '... N tree channels')"
+              rc=1
+            fi
+            if [ "$tr" != tree ] && ! grep -q "via NET" "$log"; then
+              note "  $tr: no connection went through the network between the hosts"
+              rc=1
+            fi ;;
           hosts) # p2p inside a "host", the network between, rings from the per-host searches
             if ! grep -q "via NET" "$log" || ! grep -q "via P2P" "$log"; then
               note "  hosts: the connections were not both P2P (within a host) and NET (between hosts)"

@@ -137,6 +137,91 @@ static void enq_mem_report(const enq_comm_t* dp, const char* what) {
        (double)host / 1048576.0);
 }
 
+/* This rank's links in every tree channel: the graph's rule (graph_tree_build) over the ring
+ * channels' rings and the ranks' hosts (numbered by their first rank), the same on every rank. */
+static ncclResult_t enq_tree_links(const enq_comm_t* dp, int tree_nch, kern_tree_t* htree) {
+  const int n = dp->nranks;
+  graph_rank_info_t* gr = NULL;
+  graph_tree_t* tr = NULL;
+  int* scratch = NULL;
+  ncclResult_t res = MEM_CALLOC(&gr, (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&tr, (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&scratch, (size_t)2 * n);
+  if (res != ncclSuccess) goto out;
+  int nnodes = 0;
+  for (int r = 0; r < n; r++) {
+    int q = 0;
+    while (q < r && dp->peers[q].host_hash != dp->peers[r].host_hash) q++;
+    gr[r].node = q < r ? gr[q].node : nnodes++;
+  }
+  for (int c = 0; c < tree_nch; c++) {
+    graph_tree_build(dp->ring_ranks + (size_t)c * n, gr, n, nnodes, c, tr, scratch,
+                     scratch + n);
+    htree[c].up = tr[dp->rank].up;
+    for (int i = 0; i < KERN_TREE_ARITY; i++) htree[c].down[i] = tr[dp->rank].down[i];
+  }
+out:
+  free(gr);
+  free(tr);
+  free(scratch);
+  return res;
+}
+
+/* The tree channels' connection requests into reqs (at most 8 per channel): with the parent,
+ * a send end (up) and a receive end (down); with each child the mirror. Simple buffers only. */
+static int enq_tree_reqs(enq_comm_t* dp, int tree_nch, kern_tree_t* htree, uint32_t simple_slot,
+                         transport_req_t* reqs) {
+  int k = 0;
+  for (int c = 0; c < tree_nch; c++) {
+    kern_tree_t* kt = &htree[c];
+    kern_tree_t* dt = dp->dev_tree + c; /* the ends' names for the profiler (stable) */
+    const int up_id = ENQ_TREE_UP_ID_BASE + c, down_id = ENQ_TREE_DOWN_ID_BASE + c;
+    if (kt->up >= 0) {
+      reqs[k++] = (transport_req_t){.peer = kt->up, .is_send = 1, .id = up_id,
+                                    .out = &kt->up_send, .key = &dt->up_send};
+      reqs[k++] = (transport_req_t){.peer = kt->up, .is_send = 0, .id = down_id,
+                                    .out = &kt->up_recv, .key = &dt->up_recv};
+    }
+    for (int i = 0; i < KERN_TREE_ARITY; i++) {
+      if (kt->down[i] < 0) continue;
+      reqs[k++] = (transport_req_t){.peer = kt->down[i], .is_send = 0, .id = up_id,
+                                    .out = &kt->down_recv[i], .key = &dt->down_recv[i]};
+      reqs[k++] = (transport_req_t){.peer = kt->down[i], .is_send = 1, .id = down_id,
+                                    .out = &kt->down_send[i], .key = &dt->down_send[i]};
+    }
+  }
+  for (int i = 0; i < k; i++) reqs[i].slot_bytes[KERN_PROTO_SIMPLE] = simple_slot;
+  return k;
+}
+
+/* After the connect: every tree connection must have the Simple slot asked for, since both ends
+ * of each cut their steps from it (kern_tree.cuh). */
+static ncclResult_t enq_tree_check(const enq_comm_t* dp, const kern_tree_t* htree, int tree_nch,
+                                   uint32_t simple_slot) {
+  for (int c = 0; c < tree_nch; c++) {
+    const kern_tree_t* kt = &htree[c];
+    const kern_conn_t* ends[2 + 2 * KERN_TREE_ARITY];
+    int m = 0;
+    if (kt->up >= 0) {
+      ends[m++] = &kt->up_send;
+      ends[m++] = &kt->up_recv;
+    }
+    for (int i = 0; i < KERN_TREE_ARITY; i++) {
+      if (kt->down[i] < 0) continue;
+      ends[m++] = &kt->down_send[i];
+      ends[m++] = &kt->down_recv[i];
+    }
+    for (int j = 0; j < m; j++) {
+      if (ends[j]->connected && ends[j]->slot_bytes[KERN_PROTO_SIMPLE] == simple_slot) continue;
+      WARN("rank %d: tree channel %d: a connection has a Simple slot of %u bytes (connected %u), "
+           "not the %u asked for; the tree's steps would not agree",
+           dp->rank, c, ends[j]->slot_bytes[KERN_PROTO_SIMPLE], ends[j]->connected, simple_slot);
+      return ncclInternalError;
+    }
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   /* The channel count and the protocols must be equal everywhere: agree on the slowest
    * transport any pair of ranks uses, within a node and overall. */
@@ -180,11 +265,37 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
     CUDA_CHECK(cudaMemsetAsync(dp->dev_direct, 0, bytes, dp->setup_stream));
     CHECK(MEM_CALLOC(&dconns, (size_t)2 * n * KERN_DIRECT_MAX_CTAS));
   }
+  /* Tree channels, where the tree may run (NCCL_ALGO, several hosts: tune_tree_wanted; equal
+   * on every rank): in the same call, Simple buffers only. */
+  const int tree_nch = n > 1 && tune_tree_wanted(dp->nnodes)
+                           ? (nch < ENQ_TREE_MAX_CHANNELS ? nch : ENQ_TREE_MAX_CHANNELS)
+                           : 0;
+  kern_tree_t* htree = NULL;
+  if (tree_nch > 0) {
+    const size_t bytes = sizeof(kern_tree_t) * (size_t)tree_nch;
+    ncclResult_t tres = MEM_CALLOC(&htree, (size_t)tree_nch);
+    if (tres == ncclSuccess && cudaMalloc((void**)&dp->dev_tree, bytes) != cudaSuccess) {
+      WARN("rank %d: cannot allocate %zu bytes of GPU memory for the tree channels", dp->rank,
+           bytes);
+      tres = ncclUnhandledCudaError;
+    }
+    if (tres == ncclSuccess) {
+      dp->dev_bytes += bytes;
+      tres = enq_tree_links(dp, tree_nch, htree);
+    }
+    if (tres != ncclSuccess) {
+      free(htree);
+      free(dconns);
+      return tres;
+    }
+  }
   /* Ring connections get a buffer per protocol the model may choose (tp.slot_bytes). */
   transport_req_t* reqs = NULL;
   if (n > 1) {
-    ncclResult_t mres = MEM_CALLOC(&reqs, (size_t)2 * nch + (size_t)ndirect);
+    ncclResult_t mres = MEM_CALLOC(&reqs, (size_t)2 * nch + (size_t)ndirect +
+                                              (size_t)(2 + 2 * KERN_TREE_ARITY) * tree_nch);
     if (mres != ncclSuccess) {
+      free(htree);
       free(dconns);
       return mres;
     }
@@ -222,9 +333,17 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
         reqs[k].slot_bytes[KERN_PROTO_SIMPLE] = 128;
       }
   }
+  const uint32_t tree_slot = tp.slot_bytes[KERN_PROTO_SIMPLE];
+  if (tree_nch > 0) k += enq_tree_reqs(dp, tree_nch, htree, tree_slot, reqs + k);
   ncclResult_t res = ncclSuccess;
   if (n > 1) res = transport_connect(dp->transport, reqs, k, ENQ_TAG_RING);
   free(reqs);
+  if (res == ncclSuccess && tree_nch > 0) {
+    res = enq_tree_check(dp, htree, tree_nch, tree_slot);
+    if (res == ncclSuccess)
+      res = enq_upload(dp, dp->dev_tree, htree, sizeof(kern_tree_t) * (size_t)tree_nch);
+  }
+  free(htree);
   uint32_t dslot = 0;
   if (res == ncclSuccess && direct) {
     res = enq_upload(dp, dp->dev_direct, dconns,
@@ -242,6 +361,13 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
     tp.direct_ctas = KERN_DIRECT_MAX_CTAS;
     tp.direct_slot_bytes = dslot;
   }
+  if (tree_nch > 0) {
+    dp->tree_nch = tree_nch;
+    dp->host_kc.trees = dp->dev_tree;
+    dp->host_kc.tree_nchannels = tree_nch;
+    tp.algo_mask |= 1u << NCCL_ALGO_TREE;
+    tp.tree_nchannels = tree_nch;
+  }
   dp->host_kc.nchannels = nch;
   if (n == 1) return ncclSuccess; /* one rank: no ring, no model (enq_launch_single) */
   /* The model of what the ring got: the slots as the transport made them (a protocol sharing
@@ -256,10 +382,11 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   enq_mem_report(dp, "its ring connections");
   INFO(NCCL_INIT | NCCL_TUNING,
        "comm 0x%llx rank %d: %d ring channels connected via %s (links: %s %d, %s %d), slots LL "
-       "%u LL128 %u Simple %u, protocol mask 0x%x",
+       "%u LL128 %u Simple %u, protocol mask 0x%x, %d tree channels",
        (unsigned long long)dp->comm_hash, dp->rank, nch, transport_kind_name(c0->transport),
        "intra", (int)tp.link_intra, "inter", (int)tp.link_inter, tp.slot_bytes[KERN_PROTO_LL],
-       tp.slot_bytes[KERN_PROTO_LL128], tp.slot_bytes[KERN_PROTO_SIMPLE], tp.proto_mask);
+       tp.slot_bytes[KERN_PROTO_LL128], tp.slot_bytes[KERN_PROTO_SIMPLE], tp.proto_mask,
+       tree_nch);
   return ncclSuccess;
 }
 
@@ -353,6 +480,7 @@ static void enq_device_release(enq_comm_t* dp) {
   if (dp->dev_kc) cudaFree(dp->dev_kc);
   if (dp->dev_p2p) cudaFree(dp->dev_p2p);
   if (dp->dev_direct) cudaFree(dp->dev_direct);
+  if (dp->dev_tree) cudaFree(dp->dev_tree);
   if (dp->abort_host) cudaFreeHost(dp->abort_host);
   if (dp->done_ev) cudaEventDestroy(dp->done_ev);
   if (dp->join_ev) cudaEventDestroy(dp->join_ev);

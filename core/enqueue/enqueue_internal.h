@@ -32,6 +32,14 @@ static inline void enq_capture_restore(enum cudaStreamCaptureMode mode) {
 /* Connection ids of OneShot's direct connections (ENQ_DIRECT_ID_BASE + CTA), in the ring's
  * connect call: above every ring channel's id. */
 #define ENQ_DIRECT_ID_BASE 0x1000
+/* Connection ids of the tree channels, in the same call: ENQ_TREE_UP_ID_BASE + channel for the
+ * connection from a child to its parent (the reduction going up), ENQ_TREE_DOWN_ID_BASE +
+ * channel for the one from a parent to its child (the result coming down). */
+#define ENQ_TREE_UP_ID_BASE 0x2000
+#define ENQ_TREE_DOWN_ID_BASE 0x3000
+/* Tree channels at most: each is up to eight connections with Simple buffers (a parent and three
+ * children, both ways). */
+#define ENQ_TREE_MAX_CHANNELS 16
 
 /* A user-created reduction operator (ncclRedOpCreatePreMulSum). */
 typedef struct enq_redop {
@@ -73,6 +81,10 @@ struct enq_comm {
    * ring where every pair is p2p (CHOIR_ONESHOT); NULL otherwise. */
   kern_conn_t* dev_direct;
   int direct_ctas;
+  /* The tree channels (NCCL_ALGO_TREE), [tree_nch], made with the ring where the tree may run
+   * (tune_tree_wanted); NULL and 0 otherwise. */
+  kern_tree_t* dev_tree;
+  int tree_nch;
   int nchannels;            /* ring channels, decided at the first collective */
   graph_limits_t lim;       /* the communicator's channel limits (enq_comm_args_t) */
   int net_peer_nch;         /* config nChannelsPerNetPeer, -1: ENQ_NET_P2P_NCH */
@@ -158,16 +170,17 @@ typedef struct enq_plan {
 /* The plan of collective op (count > 0) in a group of num_pipe_ops collectives, on t (the
  * connected ring's model) for nranks ranks. Checks the choice against the ring: its protocol
  * must have buffers on the ring connections (ring_slot_bytes[proto] != 0), its channels within
- * 1..ring_nchannels; an answer outside that is a bug in the model or the tuner
- * (ncclInternalError with a WARN). */
+ * 1..ring_nchannels (the tree: AllReduce, Simple, 1..tree_nchannels); an answer outside that is
+ * a bug in the model or the tuner (ncclInternalError with a WARN). */
 ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int num_pipe_ops,
                                const uint32_t ring_slot_bytes[KERN_PROTO_NUM], int ring_nchannels,
-                               enq_plan_t* plan_p);
+                               int tree_nchannels, enq_plan_t* plan_p);
 /* What decides whether two planned collectives may share a launch (kernels.h:
  * kern_coll_batch_t): the stream, and the kernel (the protocol; for reductions the kernel
  * operator and the type; Broadcast and AllGather share the copy kernel, marked op = type = -1). */
 typedef struct enq_batch_key {
   cudaStream_t stream;
+  int tree; /* tree works run in a kernel of their own (kern_tree.cuh) */
   int proto;
   int op;   /* kern_op_t, or -1: the copy kernel */
   int type; /* ncclDataType_t, or -1: the copy kernel */

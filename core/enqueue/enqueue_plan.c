@@ -139,7 +139,7 @@ _Static_assert(TUNE_ALGO_ONESHOT == KERN_ALGO_ONESHOT && TUNE_ALGO_TWOSHOT == KE
 
 ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int num_pipe_ops,
                                const uint32_t ring_slot_bytes[KERN_PROTO_NUM], int ring_nchannels,
-                               enq_plan_t* plan_p) {
+                               int tree_nchannels, enq_plan_t* plan_p) {
   tune_choice_t ch;
   memset(&ch, 0, sizeof(ch));
   CHECK(tune_choose(t, enq_func(op), enqueue_plan_nbytes(op, nranks), num_pipe_ops, &ch));
@@ -154,6 +154,19 @@ ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int nu
            "1..%d CTAs, 64..%d threads (multiples of 32) and chunks of whole 16 bytes",
            ch.algo == TUNE_ALGO_ONESHOT ? "OneShot" : "TwoShot", ch.proto, ch.nchannels, ch.nthreads, ch.chunk_bytes, (int)op->kind,
            KERN_DIRECT_MAX_CTAS, KERN_NTHREADS);
+      return ncclInternalError;
+    }
+  } else if (ch.algo == NCCL_ALGO_TREE) {
+    /* tune offers the tree only with tree channels (algo_mask), for AllReduce, with Simple. */
+    if (op->kind != ENQ_ALLREDUCE || ch.proto != NCCL_PROTO_SIMPLE ||
+        ring_slot_bytes[KERN_PROTO_SIMPLE] == 0 || ch.nchannels < 1 ||
+        ch.nchannels > tree_nchannels || ch.nthreads < 64 || ch.nthreads > KERN_NTHREADS ||
+        ch.nthreads % 32 != 0 || ch.chunk_bytes < 16 || ch.chunk_bytes % 16 != 0) {
+      WARN("plan: the model chose the tree with protocol %d, %d channels, %d threads, chunk %u "
+           "for collective %d; it takes AllReduce, Simple, 1..%d channels (those connected), "
+           "64..%d threads (multiples of 32) and chunks of whole 16 bytes",
+           ch.proto, ch.nchannels, ch.nthreads, ch.chunk_bytes, (int)op->kind, tree_nchannels,
+           KERN_NTHREADS);
       return ncclInternalError;
     }
   } else if (ch.algo != NCCL_ALGO_RING || ch.proto < 0 || ch.proto >= KERN_PROTO_NUM ||
@@ -212,6 +225,7 @@ static void enq_coll_work(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* 
 enq_batch_key_t enqueue_plan_batch_key(const enq_op_t* op, const enq_plan_t* plan) {
   const int reduces = enq_reduces(op->kind);
   return (enq_batch_key_t){.stream = op->stream,
+                           .tree = plan->algo == NCCL_ALGO_TREE,
                            .proto = plan->proto,
                            .op = reduces ? (int)kern_op_from_nccl(op->op) : -1,
                            .type = reduces ? (int)op->type : -1};
@@ -220,7 +234,8 @@ enq_batch_key_t enqueue_plan_batch_key(const enq_op_t* op, const enq_plan_t* pla
 int enqueue_plan_batch_end(const enq_batch_key_t* keys, int n, int lo, int max) {
   const enq_batch_key_t* k = &keys[lo];
   int hi = lo + 1;
-  while (hi < n && hi - lo < max && keys[hi].stream == k->stream && keys[hi].proto == k->proto &&
+  while (hi < n && hi - lo < max && keys[hi].stream == k->stream && keys[hi].tree == k->tree &&
+         keys[hi].proto == k->proto &&
          keys[hi].op == k->op && keys[hi].type == k->type)
     hi++;
   return hi;
@@ -330,7 +345,8 @@ static ncclResult_t enq_launch_coll_all(enq_comm_t* dp) {
     const enq_op_t* op = &dp->ops[i];
     if (!enq_is_coll(op->kind) || op->count == 0) continue;
     ops[k] = op;
-    res = enqueue_plan_make(dp->tune, op, dp->nranks, n, c0->slot_bytes, dp->nchannels, &plans[k]);
+    res = enqueue_plan_make(dp->tune, op, dp->nranks, n, c0->slot_bytes, dp->nchannels,
+                            dp->tree_nch, &plans[k]);
     if (res == ncclSuccess) keys[k] = enqueue_plan_batch_key(op, &plans[k]);
     k++;
   }

@@ -162,6 +162,16 @@ int graph_ring_prev(const graph_t* g, int c, int rank);
  * the value and what is wrong) otherwise. Exposed for tests. */
 ncclResult_t graph_rings_parse(const char* str, int nranks, int32_t* rings, int* n_p);
 
+/* The tree of channel c for a ring of nr ranks (ring order) whose rank r is on node
+ * ranks[r].node (dense, < nn; local_gpu unused): inside a node, the node's ranks in ring order
+ * form a chain from its head (the first of them in the ring); heads link to the heads of their
+ * parent and child nodes in tree c % 2 of graph_dbtree (children in down[0], down[1]; the next
+ * rank of the chain in down[2]). Fills tr[0..nr-1]; head and last are nn ints of scratch.
+ * Returns the root rank. Pure: the communicator builds its trees with it where no graph was
+ * searched (ranks sharing GPUs), the graph where one was. */
+int graph_tree_build(const int32_t* ring, const graph_rank_info_t* ranks, int nr, int nn, int c,
+                     graph_tree_t* tr, int* head, int* last);
+
 /* The double binary tree of nnodes nodes: for tree t (0 or 1) and node n, its parent node (-1
  * for the root) and up to two child nodes (-1 when absent). Exposed for tests. */
 void graph_dbtree(int nnodes, int t, int n, int* parent_p, int* child0_p, int* child1_p);

@@ -188,13 +188,8 @@ static ncclResult_t check_inputs(const graph_node_result_t* results, int nnodes,
   return ncclSuccess;
 }
 
-/* The tree of channel c: inside a node, the node's ranks in ring order form a chain from the
- * head (the first of them in the ring); heads link to the heads of the parent and child nodes
- * of the channel's binary tree. */
-static void trees_build(graph_t* g, const graph_rank_info_t* ranks, int c, int* head, int* last) {
-  int nr = g->nranks, nn = g->nnodes;
-  const int32_t* ring = graph_ring(g, c);
-  graph_tree_t* tr = g->trees + (size_t)c * nr;
+int graph_tree_build(const int32_t* ring, const graph_rank_info_t* ranks, int nr, int nn, int c,
+                     graph_tree_t* tr, int* head, int* last) {
   for (int r = 0; r < nr; r++) {
     tr[r].up = -1;
     for (int k = 0; k < GRAPH_TREE_ARITY; k++) tr[r].down[k] = -1;
@@ -210,17 +205,23 @@ static void trees_build(graph_t* g, const graph_rank_info_t* ranks, int c, int* 
     }
     last[n] = r;
   }
-  int t = c & 1;
+  int t = c & 1, root = -1;
   for (int n = 0; n < nn; n++) {
     int parent, c0, c1;
     graph_dbtree(nn, t, n, &parent, &c0, &c1);
     if (parent >= 0)
       tr[head[n]].up = head[parent];
     else
-      g->tree_root[c] = head[n];
+      root = head[n];
     tr[head[n]].down[0] = c0 >= 0 ? head[c0] : -1;
     tr[head[n]].down[1] = c1 >= 0 ? head[c1] : -1;
   }
+  return root;
+}
+
+static void trees_build(graph_t* g, const graph_rank_info_t* ranks, int c, int* head, int* last) {
+  g->tree_root[c] = graph_tree_build(graph_ring(g, c), ranks, g->nranks, g->nnodes, c,
+                                     g->trees + (size_t)c * g->nranks, head, last);
 }
 
 static void graph_log(const graph_t* g) {

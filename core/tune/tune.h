@@ -85,6 +85,9 @@ typedef struct tune_topo {
    * their LL slot size; 0 when there are none. */
   int direct_ctas;
   uint32_t direct_slot_bytes;
+  /* Tree channels connected (NCCL_ALGO_TREE in algo_mask: AllReduce, Simple, whose slot is
+   * slot_bytes[SIMPLE]); 0 when there are none. */
+  int tree_nchannels;
 } tune_topo_t;
 
 /* The protocols connections over `link` should be made with (bit 1 << NCCL_PROTO_*), for the
@@ -93,6 +96,13 @@ typedef struct tune_topo {
  * excluded, or anywhere NCCL_PROTO names it explicitly (the user's risk, as in NCCL). A
  * malformed NCCL_PROTO gives ncclInvalidUsage with a WARN (the same check tune_create makes). */
 ncclResult_t tune_protocols_for_link(tune_link_t link, uint32_t* mask_p);
+
+/* Whether a communicator over nnodes hosts should connect tree channels: NCCL_ALGO and
+ * NCCL_PROTO leave AllReduce the tree with Simple, and either there are several hosts (where the
+ * model may pick it) or NCCL_ALGO names the tree for AllReduce (inside one node the tree is a
+ * chain, which the ring beats; it is made only when asked for). A malformed knob gives 0 here
+ * (tune_create reports it). Equal on every rank given equal environments. */
+int tune_tree_wanted(int nnodes);
 
 typedef struct tune tune_t; /* one per communicator */
 
@@ -104,9 +114,10 @@ void tune_destroy(tune_t* t);
 
 /* The plan's decision for one operation. */
 typedef struct tune_choice {
-  int algo;             /* NCCL_ALGO_*, TUNE_ALGO_ONESHOT or TUNE_ALGO_TWOSHOT */
+  int algo;             /* NCCL_ALGO_RING or _TREE, TUNE_ALGO_ONESHOT or TUNE_ALGO_TWOSHOT */
   int proto;            /* NCCL_PROTO_* */
-  int nchannels;        /* 1..topo.ring_nchannels (direct: CTAs, 1..topo.direct_ctas) */
+  int nchannels;        /* 1..topo.ring_nchannels (tree: 1..topo.tree_nchannels; direct: CTAs,
+                         * 1..topo.direct_ctas) */
   int nthreads;         /* threads per CTA, multiple of 32 */
   uint32_t chunk_bytes; /* data bytes per step (multiple of 16, within the protocol's capacity) */
   float time_us;        /* the model's estimate (after the tuner) */

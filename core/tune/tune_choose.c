@@ -71,6 +71,8 @@ ncclResult_t tune_create(const tune_topo_t* topo, uint64_t comm_hash, int rank, 
   uint32_t algo_usable = topo->algo_mask & (1u << NCCL_ALGO_RING);
   if (topo->direct_ctas > 0 && kern_proto_step_capacity(KERN_PROTO_LL, topo->direct_slot_bytes) > 0)
     algo_usable |= topo->algo_mask & TUNE_ALGO_DIRECT_MASK;
+  if (topo->tree_nchannels > 0 && tune_model_capacity(topo, NCCL_PROTO_SIMPLE) > 0)
+    algo_usable |= topo->algo_mask & (1u << NCCL_ALGO_TREE);
   uint32_t proto_usable = 0;
   for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
     if (tune_model_capacity(topo, p) > 0) proto_usable |= 1u << p;
@@ -137,6 +139,13 @@ static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nu
         tune_model_direct_ctas(&t->topo, db, &nctas, &nthreads);
         table[a][p] = tune_model_direct_time(&t->model, &t->topo, a, db, nctas) +
                       (num_pipe_ops > 1 ? t->model.base_us[p] * (float)(num_pipe_ops - 1) : 0.0f);
+        continue;
+      }
+      if (a == NCCL_ALGO_TREE) {
+        /* AllReduce only (tune_algos_for), Simple only (kern_tree.cuh). */
+        if (!(tune_protos_for_algo(a) & (1u << p))) continue;
+        table[a][p] = tune_model_tree_time(&t->model, &t->topo, p, nbytes,
+                                           t->topo.tree_nchannels, num_pipe_ops);
         continue;
       }
       table[a][p] = tune_model_time(&t->model, &t->topo, coll, p, nbytes, t->topo.ring_nchannels,
@@ -277,7 +286,7 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
       proto = w.knob_proto;
     }
   }
-  int max_ch = t->topo.ring_nchannels;
+  int max_ch = algo == NCCL_ALGO_TREE ? t->topo.tree_nchannels : t->topo.ring_nchannels;
   if (w.tuner_nch > 0) max_ch = w.tuner_nch < max_ch ? w.tuner_nch : max_ch;
   tune_choice_t c;
   c.algo = algo;
@@ -295,7 +304,10 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
     return ncclSuccess;
   }
   tune_model_channels(&t->topo, proto, nbytes, max_ch, &c.nchannels, &c.nthreads);
-  c.chunk_bytes = tune_model_chunk(&t->topo, coll, proto, nbytes, c.nchannels);
+  /* The tree is a pipeline through its levels, as Broadcast and Reduce are through the chain:
+   * their chunk rule (about TUNE_PIPE_STEPS steps per channel). */
+  c.chunk_bytes = tune_model_chunk(&t->topo, algo == NCCL_ALGO_TREE ? ncclFuncReduce : coll, proto,
+                                   nbytes, c.nchannels);
   if (t->tuner != NULL) {
     uint64_t chunk = c.chunk_bytes;
     bool asked = false;
@@ -310,7 +322,10 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
       c.chunk_bytes = (uint32_t)chunk;
     }
   }
-  c.time_us = tune_model_time(&t->model, &t->topo, coll, proto, nbytes, max_ch, num_pipe_ops);
+  c.time_us = algo == NCCL_ALGO_TREE
+                  ? tune_model_tree_time(&t->model, &t->topo, proto, nbytes, max_ch, num_pipe_ops)
+                  : tune_model_time(&t->model, &t->topo, coll, proto, nbytes, max_ch,
+                                    num_pipe_ops);
   if (log_enabled(NCCL_LOG_INFO, NCCL_TUNING)) tune_log(t, coll, nbytes, num_pipe_ops, &c, &w);
   *out = c;
   return ncclSuccess;

@@ -52,6 +52,9 @@ ncclResult_t tune_knob_parse(const tune_knob_kind_t* kind, const char* value, tu
 /* The algorithms of algo_mask that collective coll can run (OneShot: AllReduce, AllGather,
  * ReduceScatter; TwoShot: AllReduce). */
 uint32_t tune_algos_for(int coll, uint32_t algo_mask);
+/* The protocols algorithm algo runs (bit 1 << NCCL_PROTO_*): the tree Simple, OneShot and
+ * TwoShot LL, the ring all three. */
+uint32_t tune_protos_for_algo(int algo);
 /* Every collective keeps at least one usable (algorithm, protocol): algorithms in algo_mask and
  * protocols in proto_mask. Else ncclInvalidUsage with a WARN naming the collective, what the knob
  * allows and what is built or connected. */
@@ -94,6 +97,9 @@ void tune_model_channels(const tune_topo_t* topo, int proto, uint64_t nbytes, in
                          int* nchannels_p, int* nthreads_p);
 /* OneShot or TwoShot (algo; AllReduce, LL): its time for nbytes on nctas CTAs, and the CTAs and
  * threads for nbytes (at most topo->direct_ctas CTAs). */
+/* The tree's time (AllReduce, Simple) for nbytes on nchannels tree channels. */
+float tune_model_tree_time(const tune_model_t* m, const tune_topo_t* topo, int proto,
+                           uint64_t nbytes, int nchannels, int num_pipe_ops);
 float tune_model_direct_time(const tune_model_t* m, const tune_topo_t* topo, int algo,
                              uint64_t nbytes, int nctas);
 void tune_model_direct_ctas(const tune_topo_t* topo, uint64_t nbytes, int* nctas_p,

@@ -193,10 +193,28 @@ _Static_assert(TUNE_ALGO_ONESHOT == KERN_ALGO_ONESHOT && TUNE_ALGO_TWOSHOT == KE
                "kern_direct_runs takes tune's algorithms and ncclFunc_t's collectives");
 
 uint32_t tune_algos_for(int coll, uint32_t algo_mask) {
-  uint32_t m = algo_mask & ~TUNE_ALGO_DIRECT_MASK;
+  const uint32_t tree = 1u << NCCL_ALGO_TREE;
+  uint32_t m = algo_mask & ~(TUNE_ALGO_DIRECT_MASK | tree);
   for (int a = TUNE_ALGO_ONESHOT; a <= TUNE_ALGO_TWOSHOT; a++)
     if (kern_direct_runs(a, coll)) m |= algo_mask & (1u << a);
+  if (coll == ncclFuncAllReduce) m |= algo_mask & tree;
   return m;
+}
+
+uint32_t tune_protos_for_algo(int algo) {
+  if (algo == NCCL_ALGO_TREE) return 1u << NCCL_PROTO_SIMPLE;
+  if (TUNE_ALGO_DIRECT_MASK & (1u << algo)) return 1u << NCCL_PROTO_LL;
+  return TUNE_PROTO_ALL;
+}
+
+int tune_tree_wanted(int nnodes) {
+  tune_knob_t algo, proto;
+  if (tune_knobs_read(&algo, &proto) != ncclSuccess) return 0;
+  const uint32_t tree = 1u << NCCL_ALGO_TREE;
+  if (!(algo.allow[ncclFuncAllReduce] & tree) ||
+      !(proto.allow[ncclFuncAllReduce] & (1u << NCCL_PROTO_SIMPLE)))
+    return 0;
+  return nnodes > 1 || (algo.named[ncclFuncAllReduce] & tree) != 0;
 }
 
 ncclResult_t tune_knobs_read(tune_knob_t* algo_p, tune_knob_t* proto_p) {
@@ -215,8 +233,9 @@ ncclResult_t tune_knobs_check(const tune_knob_t* algo, const tune_knob_t* proto,
           "NCCL_ALGO=\"%s\" leaves %s no algorithm to run: it allows %s for %s, and Choir builds "
           "%s only; name one of those for %s, or unset NCCL_ALGO",
           algo->value, tune_coll_name(c),
-          tune_mask_names(tune_algos_for(c, algo->allow[c]), tune_algo_name, TUNE_NUM_ALGOS, allowed,
-                          sizeof(allowed)),
+          tune_mask_names(tune_algos_for(c, algo->allow[c]) |
+                              (algo->allow[c] & (1u << NCCL_ALGO_TREE)),
+                          tune_algo_name, TUNE_NUM_ALGOS, allowed, sizeof(allowed)),
           tune_coll_name(c),
           tune_mask_names(usable, tune_algo_name, TUNE_NUM_ALGOS, have, sizeof(have)),
           tune_coll_name(c));
@@ -234,6 +253,22 @@ ncclResult_t tune_knobs_check(const tune_knob_t* algo, const tune_knob_t* proto,
           tune_coll_name(c),
           tune_mask_names(proto_mask, tune_proto_name, NCCL_NUM_PROTOCOLS, have, sizeof(have)),
           tune_coll_name(c));
+      return ncclInvalidUsage;
+    }
+    /* The tree runs Simple only, OneShot and TwoShot LL only: a pair must be left. */
+    bool pair = false;
+    for (int a = 0; a < TUNE_NUM_ALGOS && !pair; a++)
+      pair = (algo->allow[c] & usable & (1u << a)) &&
+             (proto->allow[c] & proto_mask & tune_protos_for_algo(a));
+    if (!pair) {
+      WARN("NCCL_ALGO=\"%s\" and NCCL_PROTO=\"%s\" together leave %s nothing to run: %s "
+           "allowed by the first, %s by the second, and the tree runs Simple only, OneShot and "
+           "TwoShot LL only; allow the ring, or a protocol of the algorithm you name",
+           algo->value, proto->value, tune_coll_name(c),
+           tune_mask_names(algo->allow[c] & usable, tune_algo_name, TUNE_NUM_ALGOS, allowed,
+                           sizeof(allowed)),
+           tune_mask_names(proto->allow[c] & proto_mask, tune_proto_name, NCCL_NUM_PROTOCOLS,
+                           have, sizeof(have)));
       return ncclInvalidUsage;
     }
   }

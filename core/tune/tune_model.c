@@ -327,6 +327,29 @@ void tune_model_channels(const tune_topo_t* topo, int proto, uint64_t nbytes, in
   *nthreads_p = nt;
 }
 
+/* The tree (AllReduce, Simple; kern_tree.cuh): the reduction climbs the tree and the result
+ * comes back down, each a pipeline through every level: the chain inside a node (local ranks - 1
+ * hops) and the double binary tree between nodes (ceil(log2 nodes) hops), each hop costing a
+ * ring step's latency over its link, twice (up, then down). Every rank's link to its parent
+ * carries the whole part both ways, and a parent folds up to three children's: NCCL's tree model
+ * takes half the per-channel bandwidth for it (its algorithm bandwidth ratio of 0.5), and so does
+ * this one. Not calibrated on a machine of several nodes: Choir has run on none yet. */
+float tune_model_tree_time(const tune_model_t* m, const tune_topo_t* topo, int proto,
+                           uint64_t nbytes, int nchannels, int num_pipe_ops) {
+  const int nn = topo->nnodes > 0 ? topo->nnodes : 1;
+  int local = topo->nranks / nn;
+  if (local < 1) local = 1;
+  int levels = 0;
+  while ((1 << levels) < nn) levels++;
+  double bw_ch = m->bw_ch * tune_proto_eff[proto];
+  if (m->cap_ch[proto] > 0 && bw_ch > m->cap_ch[proto]) bw_ch = m->cap_ch[proto];
+  const double bw = 0.5 * bw_ch * (nchannels > 0 ? nchannels : 1);
+  const double lat = (double)m->base_us[proto] * (num_pipe_ops > 1 ? num_pipe_ops : 1) +
+                     2.0 * ((double)(local - 1) * m->hop_intra_us[proto] +
+                            (double)levels * m->hop_inter_us[proto]);
+  return (float)(lat + (double)nbytes / (bw * 1000.0));
+}
+
 /* OneShot (tune.h): one LL step over the direct connections instead of 2(n-1) ring steps, but
  * each rank writes its whole input to each of its n-1 peers: every CTA moves (n-1) times its
  * part, at LL's per-channel rate (or the link's own direct rate per CTA). TwoShot: two steps,

@@ -174,9 +174,17 @@ int main(void) {
   CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
   CHECK_CONTAINS(kern_last_error(), "proto -1");
   w.proto = KERN_PROTO_SIMPLE;
+  w.algo = NCCL_ALGO_COLLNET_DIRECT; /* not built */
+  CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "algo 2 is not built");
+  /* The tree runs AllReduce with Simple only (this work is a Broadcast, then LL). */
   w.algo = NCCL_ALGO_TREE;
   CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
-  CHECK_CONTAINS(kern_last_error(), "algo 0");
+  CHECK_CONTAINS(kern_last_error(), "the tree runs AllReduce with the Simple protocol only");
+  w.proto = KERN_PROTO_LL;
+  CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "(coll 0, proto 0)");
+  w.proto = KERN_PROTO_SIMPLE;
   w.algo = NCCL_ALGO_RING;
   const uint32_t bad_threads[] = {0, 32, 48, 65, 100, KERN_NTHREADS + 32, 1024};
   for (size_t i = 0; i < sizeof bad_threads / sizeof bad_threads[0]; i++) {
@@ -249,6 +257,11 @@ int main(void) {
     b.works[1].type = ncclUint8;
     CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
     CHECK_CONTAINS(kern_last_error(), "need different kernels (reduction and copy)");
+    /* A tree AllReduce runs in the tree's kernel: never beside a ring work. */
+    b.works[1] = r;
+    b.works[1].algo = NCCL_ALGO_TREE;
+    CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+    CHECK_CONTAINS(kern_last_error(), "work 1: algo 0 and work 0's 1 need different kernels (the tree has its own)");
     b.works[1] = r;
     b.works[1].coll = KERN_COLL_REDUCESCATTER; /* another reduction of the same kernel: fine */
     b.works[1].op = (rop + 1) % KERN_OP_NUM;

@@ -119,7 +119,8 @@ static void plan_fixture(const fixture_t* f) {
           enq_plan_t p;
           memset(&p, 0, sizeof(p));
           ncclResult_t res =
-              enqueue_plan_make(t[r], &op, f->nranks, npipe, tp.slot_bytes, tp.ring_nchannels, &p);
+              enqueue_plan_make(t[r], &op, f->nranks, npipe, tp.slot_bytes, tp.ring_nchannels,
+                                tp.tree_nchannels, &p);
           CHECK_MSG(res == ncclSuccess, "%s: coll %d of %llu bytes on rank %d: %d", f->name, kind,
                     (unsigned long long)bytes, r, (int)res);
           if (res != ncclSuccess) continue;
@@ -173,9 +174,9 @@ static void case_refused(void) {
   for (uint64_t bytes = 8; bytes <= (1ull << 30); bytes *= 4) {
     enq_op_t op = {.kind = ENQ_ALLREDUCE, .type = ncclInt8, .op = ncclSum, .count = bytes};
     enq_plan_t want, p;
-    CHECK_EQ_INT(enqueue_plan_make(t, &op, 8, 1, tp.slot_bytes, 64, &want), ncclSuccess);
+    CHECK_EQ_INT(enqueue_plan_make(t, &op, 8, 1, tp.slot_bytes, 64, 0, &want), ncclSuccess);
     err_clear_last();
-    ncclResult_t res = enqueue_plan_make(t, &op, 8, 1, simple_only, 64, &p);
+    ncclResult_t res = enqueue_plan_make(t, &op, 8, 1, simple_only, 64, 0, &p);
     if (want.proto != NCCL_PROTO_SIMPLE) {
       CHECK_EQ_INT(res, ncclInternalError);
       CHECK_CONTAINS(err_last(), "the ring has protocols with slots LL 0 LL128 0");
@@ -187,13 +188,50 @@ static void case_refused(void) {
     /* Fewer ring channels than the model was told of. */
     if (want.nchannels > 1) {
       err_clear_last();
-      CHECK_EQ_INT(enqueue_plan_make(t, &op, 8, 1, tp.slot_bytes, want.nchannels - 1, &p),
+      CHECK_EQ_INT(enqueue_plan_make(t, &op, 8, 1, tp.slot_bytes, want.nchannels - 1, 0, &p),
                    ncclInternalError);
       CHECK_CONTAINS(err_last(), "channels");
     }
   }
   CHECK_MSG(refused > 0 && fine > 0, "refused %d, fine %d: the sizes should cover both", refused,
             fine);
+  tune_destroy(t);
+}
+
+/* The tree (AllReduce, Simple) where tree channels were made, forced (run alone, with
+ * NCCL_ALGO=allreduce:tree: meson's enqueue-plan-tree): every size gets a tree plan the kernels
+ * take, its key apart from the ring's; a model that chose the tree where none was connected is
+ * refused. */
+static void case_tree(void) {
+  const char* algo = getenv("NCCL_ALGO");
+  CHECK_MSG(algo != NULL && strcmp(algo, "allreduce:tree") == 0,
+            "the tree case runs with NCCL_ALGO=allreduce:tree, not %s", algo ? algo : "(unset)");
+  tune_topo_t tp = topo_make(16, 4, TUNE_LINK_NVLINK, 8, 1);
+  tp.algo_mask |= 1u << NCCL_ALGO_TREE;
+  tp.tree_nchannels = 4;
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&tp, 0x7ee, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  for (uint64_t bytes = 8; bytes <= (1ull << 30); bytes *= 8) {
+    enq_op_t op = {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
+                   .count = bytes / 4 ? bytes / 4 : 1};
+    enq_plan_t p;
+    CHECK_EQ_INT(enqueue_plan_make(t, &op, 16, 1, tp.slot_bytes, 8, 4, &p), ncclSuccess);
+    CHECK_MSG(p.algo == NCCL_ALGO_TREE && p.proto == NCCL_PROTO_SIMPLE && p.nchannels >= 1 &&
+                  p.nchannels <= 4,
+              "%llu bytes: algorithm %d protocol %d on %d channels", (unsigned long long)bytes,
+              p.algo, p.proto, p.nchannels);
+    const enq_batch_key_t k = enqueue_plan_batch_key(&op, &p);
+    CHECK_TRUE(k.tree == 1 && k.proto == KERN_PROTO_SIMPLE);
+    err_clear_last();
+    CHECK_EQ_INT(enqueue_plan_make(t, &op, 16, 1, tp.slot_bytes, 8, 0, &p), ncclInternalError);
+    CHECK_CONTAINS(err_last(), "the model chose the tree");
+  }
+  /* Broadcast keeps the ring: its key is not the tree's. */
+  enq_op_t bc = {.kind = ENQ_BROADCAST, .type = ncclFloat32, .count = 1024};
+  enq_plan_t p;
+  CHECK_EQ_INT(enqueue_plan_make(t, &bc, 16, 1, tp.slot_bytes, 8, 4, &p), ncclSuccess);
+  CHECK_TRUE(p.algo == NCCL_ALGO_RING && enqueue_plan_batch_key(&bc, &p).tree == 0);
   tune_destroy(t);
 }
 
@@ -233,8 +271,9 @@ static void case_batches(void) {
   }
   CHECK_EQ_INT(cut(keys, 64, KERN_COLL_BATCH_MAX, sizes), 1); /* a group of 64: one launch */
   CHECK_EQ_INT(cut(keys, 65, KERN_COLL_BATCH_MAX, sizes), 2);
-  /* One field that differs cuts: stream, protocol, operator, type, reduction vs copy. */
-  for (int f = 0; f < 5; f++) {
+  /* One field that differs cuts: stream, protocol, operator, type, reduction vs copy, the tree's
+   * kernel vs the others'. */
+  for (int f = 0; f < 6; f++) {
     for (int i = 0; i < 6; i++) keys[i] = k0;
     enq_batch_key_t* k = &keys[3];
     switch (f) {
@@ -242,6 +281,7 @@ static void case_batches(void) {
       case 1: k->proto = KERN_PROTO_SIMPLE; break;
       case 2: k->op = KERN_OP_MAX; break;
       case 3: k->type = ncclFloat64; break;
+      case 4: k->tree = 1; break;
       default: k->op = k->type = -1; break;
     }
     CHECK_MSG(cut(keys, 6, KERN_COLL_BATCH_MAX, sizes) == 3 && sizes[0] == 3 && sizes[1] == 1 &&
@@ -342,10 +382,13 @@ int main(int argc, char** argv) {
                {"same-everywhere", case_same_everywhere},
                {"refused", case_refused},
                {"batches", case_batches},
+               {"tree", case_tree},
                {"spread-oneshot", case_spread_oneshot}};
   const char* only = argc > 1 ? argv[1] : NULL;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     if (only != NULL && strcmp(only, cases[i].name) != 0) continue;
+    /* The tree case forces NCCL_ALGO: only when asked for by name (enqueue-plan-tree). */
+    if (only == NULL && strcmp(cases[i].name, "tree") == 0) continue;
     printf("case %s\n", cases[i].name);
     cases[i].fn();
   }

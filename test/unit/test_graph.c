@@ -125,6 +125,51 @@ static void check_trees(const graph_t* g, const graph_rank_info_t* ranks) {
   }
 }
 
+/* graph_tree_build on its own, as the data path uses it where no graph was searched (ranks
+ * sharing a GPU): 8 ranks on 4 nodes, a ring that leaves and re-enters node 0 (rank order with
+ * nodes {0,1,4}, {2,5}, {3,6}, {7}), both trees (channels 0 and 1). Every node's ranks form a
+ * chain in ring order from the first of them; heads link to heads per graph_dbtree; one root. */
+static void test_tree_build(void) {
+  const int nr = 8, nn = 4;
+  const int node_of[8] = {0, 0, 1, 2, 0, 1, 2, 3};
+  const int32_t ring[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  graph_rank_info_t ranks[8];
+  for (int r = 0; r < nr; r++) ranks[r] = (graph_rank_info_t){.node = node_of[r], .local_gpu = 0};
+  const int head[4] = {0, 2, 3, 7};
+  for (int c = 0; c < 2; c++) {
+    graph_tree_t tr[8];
+    int h[4], l[4];
+    const int root = graph_tree_build(ring, ranks, nr, nn, c, tr, h, l);
+    /* The chains: 0 -> 1 -> 4, 2 -> 5, 3 -> 6, 7 alone. */
+    CHECK_TRUE(tr[0].down[2] == 1 && tr[1].up == 0 && tr[1].down[2] == 4 && tr[4].up == 1 &&
+               tr[4].down[2] == -1);
+    CHECK_TRUE(tr[2].down[2] == 5 && tr[5].up == 2 && tr[3].down[2] == 6 && tr[6].up == 3);
+    CHECK_TRUE(tr[7].down[2] == -1);
+    /* Non-heads have no node children. */
+    const int inner[4] = {1, 4, 5, 6};
+    for (int i = 0; i < 4; i++)
+      CHECK_TRUE(tr[inner[i]].down[0] == -1 && tr[inner[i]].down[1] == -1);
+    int roots = 0;
+    for (int n = 0; n < nn; n++) {
+      int parent, c0, c1;
+      graph_dbtree(nn, c, n, &parent, &c0, &c1);
+      const graph_tree_t* t = &tr[head[n]];
+      CHECK_MSG(t->up == (parent >= 0 ? head[parent] : -1), "channel %d node %d: up %d", c, n,
+                t->up);
+      CHECK_TRUE(t->down[0] == (c0 >= 0 ? head[c0] : -1) && t->down[1] == (c1 >= 0 ? head[c1] : -1));
+      if (parent < 0) {
+        roots++;
+        CHECK_EQ_INT(root, head[n]);
+      }
+    }
+    CHECK_EQ_INT(roots, 1);
+    /* Every link is mirrored: a rank's children name it as their parent. */
+    for (int r = 0; r < nr; r++)
+      for (int k = 0; k < GRAPH_TREE_ARITY; k++)
+        if (tr[r].down[k] >= 0) CHECK_MSG(tr[tr[r].down[k]].up == r, "channel %d: %d -> %d", c, r, tr[r].down[k]);
+  }
+}
+
 /* Double binary trees for many sizes, directly. */
 static void test_dbtree(void) {
   for (int nn = 1; nn <= 67; nn++) {
@@ -571,6 +616,7 @@ int main(int argc, char** argv) {
     static const float inter[] = {48, 30, 28, 24, 20, 18,   15,   12,    10,   9,
                                   7,  6,  5,  4,  3,  2.4f, 1.2f, 0.24f, 0.12f};
     test_dbtree();
+    test_tree_build();
     test_rings_parse();
     /* NCCL's per-link NVLink figures: sm90 20.6 GB/s, sm80 20 GB/s. */
     test_nvswitch("dgx-h100.xml", 20.6f, intra_sm90, 11, 1);
