@@ -137,6 +137,14 @@ static void enq_mem_report(const enq_comm_t* dp, const char* what) {
        (double)host / 1048576.0);
 }
 
+/* The tree channels a communicator of ring_nch ring channels makes: where the tree may run
+ * (several hosts, or NCCL_ALGO naming it for AllReduce: tune_tree_wanted; equal on every rank),
+ * as many as the ring's, at most ENQ_TREE_MAX_CHANNELS; 0 otherwise. */
+static int enq_tree_nchannels(const enq_comm_t* dp, int ring_nch) {
+  if (dp->nranks < 2 || !tune_tree_wanted(dp->nnodes)) return 0;
+  return ring_nch < ENQ_TREE_MAX_CHANNELS ? ring_nch : ENQ_TREE_MAX_CHANNELS;
+}
+
 /* This rank's links in every tree channel: the graph's rule (graph_tree_build) over the ring
  * channels' rings and the ranks' hosts (numbered by their first rank), the same on every rank. */
 static ncclResult_t enq_tree_links(const enq_comm_t* dp, int tree_nch, kern_tree_t* htree) {
@@ -267,9 +275,7 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   }
   /* Tree channels, where the tree may run (NCCL_ALGO, several hosts: tune_tree_wanted; equal
    * on every rank): in the same call, Simple buffers only. */
-  const int tree_nch = n > 1 && tune_tree_wanted(dp->nnodes)
-                           ? (nch < ENQ_TREE_MAX_CHANNELS ? nch : ENQ_TREE_MAX_CHANNELS)
-                           : 0;
+  const int tree_nch = enq_tree_nchannels(dp, nch);
   kern_tree_t* htree = NULL;
   if (tree_nch > 0) {
     const size_t bytes = sizeof(kern_tree_t) * (size_t)tree_nch;
@@ -402,6 +408,9 @@ ncclResult_t enqueue_comm_sim_tune(enq_comm_t* dp, tune_t** t_p) {
     if (dp->transport != NULL) enq_local_slowest(dp, slow);
     tune_topo_t tp;
     CHECK(enq_tune_topo(dp, slow[0], slow[1], &tp));
+    /* The tree channels the connect would make (enq_ring_setup's rule). */
+    tp.tree_nchannels = enq_tree_nchannels(dp, tp.ring_nchannels);
+    if (tp.tree_nchannels > 0) tp.algo_mask |= 1u << NCCL_ALGO_TREE;
     CHECK(tune_create(&tp, dp->comm_hash, dp->rank, &dp->tune_sim));
   }
   *t_p = dp->tune_sim;
