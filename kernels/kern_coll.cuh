@@ -313,8 +313,17 @@ __global__ void __launch_bounds__(coll_max_threads<OP, TYPE, PROTO>(), 1)
  * (kern_coll_batch_launch), and the ring's Simple kernel keeps its registers (the tree's steps
  * over up to four sources and destinations, inlined beside the ring's, made it spill). CTA c runs
  * tree channel c of each work that has one. */
+/* Threads per CTA of the tree kernel: at most 384 (at 512, ptxas spilled in the int8 and uint8
+ * sum kernels, CUDA 13.0, sm_90), and no more than the ring's Simple kernel of the operator. */
 template <int OP, int TYPE>
-__global__ void __launch_bounds__(coll_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>(), 1)
+constexpr int tree_max_threads() {
+  return coll_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>() < 384
+             ? coll_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>()
+             : 384;
+}
+
+template <int OP, int TYPE>
+__global__ void __launch_bounds__(tree_max_threads<OP, TYPE>(), 1)
     kern_tree_batch_kernel(const __grid_constant__ kern_coll_batch_t b) {
   using R = red<OP, TYPE>;
   for (uint32_t i = 0; i < b.nworks; i++) {
@@ -369,10 +378,12 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
                                          coll_max_threads<OP, TYPE, KERN_PROTO_LL128>(),
                                          coll_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>()};
   const int proto = b->works[0].proto;
+  const bool tree = b->works[0].algo == KERN_ALGO_TREE; /* a batch of tree works only */
   unsigned grid, nt;
-  coll_batch_dims(b, maxt[proto], (unsigned)sizeof(typename red<OP, TYPE>::B), &grid, &nt);
-  return kern_launch_prefix(b->works[0].algo == KERN_ALGO_TREE ? tree_fn : fns[proto], grid, nt,
-                            b, KERN_COLL_BATCH_BYTES(b->nworks), stream);
+  coll_batch_dims(b, tree ? (unsigned)tree_max_threads<OP, TYPE>() : maxt[proto],
+                  (unsigned)sizeof(typename red<OP, TYPE>::B), &grid, &nt);
+  return kern_launch_prefix(tree ? tree_fn : fns[proto], grid, nt, b,
+                            KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }
 
 } /* namespace kern */
