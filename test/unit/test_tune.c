@@ -1149,6 +1149,26 @@ static int print_table(void) {
       tune_destroy(t);
     }
   }
+  /* AllReduce with tree channels: hosts of 8 NVLink GPUs, the network between. */
+  const int hosts[] = {2, 4, 16};
+  for (size_t h = 0; h < sizeof(hosts) / sizeof(hosts[0]); h++) {
+    tune_topo_t topo = tree_topo(hosts[h], 8);
+    tune_t* t = NULL;
+    if (tune_create(&topo, 1, 0, &t) != ncclSuccess) return 1;
+    printf("%d hosts x 8, tree AllReduce:", hosts[h]);
+    int last = -1;
+    for (int i = 0; i < NSIZES; i++) {
+      tune_choice_t c;
+      if (tune_choose(t, ncclFuncAllReduce, size_at(i), 1, &c) != ncclSuccess) return 1;
+      const int key = c.algo * NCCL_NUM_PROTOCOLS + c.proto;
+      if (key != last)
+        printf(" %s/%s from %llu B (%.1f us)", tune_algo_name(c.algo), tune_proto_name(c.proto),
+               (unsigned long long)size_at(i), (double)c.time_us);
+      last = key;
+    }
+    printf("\n");
+    tune_destroy(t);
+  }
   return 0;
 }
 
