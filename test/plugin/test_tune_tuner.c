@@ -215,7 +215,51 @@ static void case_force_channels_clamped(void) {
   unlink(log_path);
 }
 
-/* Tree is not built: the tuner's answer is ignored (with an INFO), the model's choice stands. */
+/* Tree channels made (2 hosts of 4, the network between): a tuner forcing Tree/Simple on 2
+ * channels is honoured, the table it saw priced the tree's Simple only; LL on the tree (not built)
+ * is ignored like any unusable entry. */
+static void case_force_tree(void) {
+  env_base();
+  mock_tuner_state_t* s = use_mock(version);
+  setenv("MOCK_TUNER_FORCE", "tree,simple,2", 1);
+  tune_topo_t topo = topo_nvlink();
+  topo.nranks = 8;
+  topo.nnodes = 2;
+  topo.link_inter = TUNE_LINK_NET;
+  topo.bw_inter = 12.5f;
+  topo.proto_mask = 5; /* LL and Simple over the network */
+  topo.slot_bytes[NCCL_PROTO_LL128] = 0;
+  topo.algo_mask |= 1u << NCCL_ALGO_TREE;
+  topo.tree_nchannels = 4;
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&topo, 0x7ee, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  tune_choice_t c;
+  choose(t, ncclFuncAllReduce, 8, &c);
+  CHECK_EQ_INT(c.algo, NCCL_ALGO_TREE);
+  CHECK_EQ_INT(c.proto, NCCL_PROTO_SIMPLE);
+  CHECK_EQ_INT(c.nchannels, 1); /* 8 bytes: the size's own count, within the tuner's 2 */
+  choose(t, ncclFuncAllReduce, GIB, &c);
+  CHECK_EQ_INT(c.algo, NCCL_ALGO_TREE);
+  CHECK_EQ_INT(c.nchannels, 2);
+  CHECK_TRUE(c.chunk_bytes % 16 == 0 &&
+             c.chunk_bytes <= kern_proto_step_capacity(NCCL_PROTO_SIMPLE, 524288));
+  if (version >= 3) {
+    CHECK_TRUE(s->table_in[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] > 0);
+    CHECK_TRUE(s->table_in[NCCL_ALGO_TREE][NCCL_PROTO_LL] == -1.0f);
+    CHECK_TRUE(s->table_in[NCCL_ALGO_TREE][NCCL_PROTO_LL128] == -1.0f);
+  }
+  /* Broadcast has no tree: the tuner's Tree is ignored there. */
+  choose(t, ncclFuncBroadcast, GIB, &c);
+  CHECK_EQ_INT(c.algo, NCCL_ALGO_RING);
+  CHECK_CONTAINS(log_text(), "TUNE: AllReduce 1073741824 bytes: Tree/Simple 2 channels");
+  CHECK_CONTAINS(log_text(), "' chose Tree/Simple, channels 2");
+  tune_destroy(t);
+  unlink(log_path);
+}
+
+/* One host, no tree channels: the tuner's Tree is ignored (with an INFO), the model's choice
+ * stands. */
 static void case_force_unusable(void) {
   env_base();
   use_mock(version);
@@ -544,6 +588,7 @@ int main(int argc, char** argv) {
       {"force_channels", case_force_channels},
       {"force_channels_clamped", case_force_channels_clamped},
       {"force_unusable", case_force_unusable},
+      {"force_tree", case_force_tree},
       {"init_fails", case_init_fails},
       {"coll_fails", case_coll_fails},
       {"two_comms", case_two_comms},
