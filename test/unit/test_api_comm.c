@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api_devapi.h"
 #include "base.h"
 #include "fork_case.h"
 #include "nccl.h"
@@ -355,6 +356,99 @@ static void case_simulate(void) {
   for (int i = 0; i < N; i++) CHECK_EQ_INT(ncclCommDestroy(c[i]), ncclSuccess);
 }
 
+/* ---- the device API's host helpers ----------------------------------------------------------- */
+
+static bool team_is(ncclTeam_t t, int n, int r, int stride) {
+  return t.nRanks == n && t.rank == r && t.stride == stride;
+}
+
+/* NCCL's LSA block: runs of consecutive ranks on one host, their greatest common divisor. */
+static void case_devapi_lsa(void) {
+  static const struct {
+    const char* hosts;
+    int block;
+  } rows[] = {{"A", 1},      {"AAAA", 4},   {"AABB", 2}, {"AAABBB", 3}, {"AABBBB", 2},
+              {"ABAB", 1},   {"AAB", 1},    {"AAAABBBBCCCC", 4}, {"AAAABBCC", 2}};
+  for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+    uint64_t hosts[16];
+    const int n = (int)strlen(rows[i].hosts);
+    for (int r = 0; r < n; r++) hosts[r] = 0x1000 + (uint64_t)rows[i].hosts[r];
+    const int got = api_lsa_block(hosts, sizeof(hosts[0]), n);
+    CHECK_MSG(got == rows[i].block, "hosts %s: LSA block %d, want %d", rows[i].hosts, got,
+              rows[i].block);
+  }
+}
+
+/* Teams of one rank; their rank arithmetic; a NULL communicator named in the error. */
+static void case_devapi_teams(void) {
+  ncclComm_t c = one_rank();
+  if (c == NULL) return;
+  CHECK_TRUE(team_is(ncclTeamWorld(c), 1, 0, 1));
+  CHECK_TRUE(team_is(pncclTeamWorld(c), 1, 0, 1));
+  CHECK_TRUE(team_is(ncclTeamLsa(c), 1, 0, 1));
+  CHECK_TRUE(team_is(ncclTeamRail(c), 1, 0, 1));
+  CHECK_EQ_INT(ncclTeamRankToWorld(c, ncclTeamWorld(c), 0), 0);
+  CHECK_EQ_INT(ncclTeamRankToLsa(c, ncclTeamLsa(c), 0), 0);
+  /* NCCL's arithmetic, without a range check: rank 3 of a stride-2 team seen from its rank 1. */
+  const ncclTeam_t t = {4, 0, 2};
+  CHECK_EQ_INT(ncclTeamRankToWorld(c, t, 3), 6);
+  CHECK_TRUE(team_is(ncclTeamWorld(NULL), 0, 0, 0));
+  CHECK_CONTAINS(ncclGetLastError(NULL), "ncclTeamWorld: argument 'comm' is NULL");
+  CHECK_TRUE(team_is(ncclTeamLsa(NULL), 0, 0, 0));
+  CHECK_EQ_INT(ncclTeamRankToLsa(NULL, t, 0), -1);
+  CHECK_CONTAINS(ncclGetLastError(NULL), "ncclTeamRankToLsa: argument 'comm' is NULL");
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+}
+
+/* The requirements: NCCL 2.28.9's buffer sizes, handles pointed at, the rest of the requirement
+ * zeroed; bad arguments refused with the argument's name. */
+static void case_devapi_reqs(void) {
+  ncclDevResourceRequirements_t req;
+  memset(&req, 0x5a, sizeof(req));
+  ncclLsaBarrierHandle_t lh;
+  CHECK_EQ_INT(ncclLsaBarrierCreateRequirement((ncclTeam_t){4, 1, 1}, 8, &lh, &req), ncclSuccess);
+  CHECK_TRUE(req.bufferSize == (3 * 8 + 8 * 4) * 4 && req.bufferAlign == 4);
+  CHECK_TRUE(req.outBufferHandle == &lh.bufHandle && lh.nBarriers == 8);
+  CHECK_TRUE(req.next == NULL && req.ginSignalCount == 0 && req.ginCounterCount == 0 &&
+             req.outGinSignalStart == NULL && req.outGinCounterStart == NULL);
+  expect_refused("LSA barrier, outReq NULL",
+                 ncclLsaBarrierCreateRequirement((ncclTeam_t){4, 1, 1}, 8, &lh, NULL),
+                 ncclInvalidArgument, "ncclLsaBarrierCreateRequirement: argument 'outReq' is NULL");
+  expect_refused("LSA barrier, -1 barriers",
+                 ncclLsaBarrierCreateRequirement((ncclTeam_t){4, 1, 1}, -1, &lh, &req),
+                 ncclInvalidArgument, "nBarriers is -1");
+  expect_refused("LSA barrier, empty team",
+                 ncclLsaBarrierCreateRequirement((ncclTeam_t){0, 0, 1}, 2, &lh, &req),
+                 ncclInvalidArgument, "the team has 0 ranks");
+
+  ncclComm_t c = one_rank();
+  if (c == NULL) return;
+  ncclGinBarrierHandle_t gh;
+  memset(&req, 0x5a, sizeof(req));
+  CHECK_EQ_INT(ncclGinBarrierCreateRequirement(c, ncclTeamWorld(c), 3, &gh, &req), ncclSuccess);
+  CHECK_TRUE(req.bufferSize == 3 * 4 * 4 && req.bufferAlign == 4 && req.ginSignalCount == 3);
+  CHECK_TRUE(req.outBufferHandle == &gh.bufHandle && req.outGinSignalStart == &gh.signal0);
+  CHECK_TRUE(req.next == NULL && req.ginCounterCount == 0 && req.outGinCounterStart == NULL);
+  expect_refused("GIN barrier, NULL comm",
+                 ncclGinBarrierCreateRequirement(NULL, ncclTeamWorld(c), 3, &gh, &req),
+                 ncclInvalidArgument, "argument 'comm' is NULL");
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+
+  CHECK_EQ_INT(ncclLLA2ACalcSlots(10, 12), 20);
+  CHECK_EQ_INT(ncclLLA2ACalcSlots(5, 8), 5);
+  CHECK_EQ_INT(ncclLLA2ACalcSlots(5, 0), 0);
+  CHECK_EQ_INT(ncclLLA2ACalcSlots(-1, 8), 0);
+  ncclLLA2AHandle_t ah;
+  memset(&req, 0x5a, sizeof(req));
+  CHECK_EQ_INT(pncclLLA2ACreateRequirement(3, 20, &ah, &req), ncclSuccess);
+  CHECK_TRUE(req.bufferSize == 3 * (1 + 2 * 20) * 16 && req.bufferAlign == 16 && ah.nSlots == 20);
+  CHECK_TRUE(req.outBufferHandle == &ah.bufHandle && req.next == NULL && req.ginSignalCount == 0);
+  expect_refused("LL A2A, NULL handle", ncclLLA2ACreateRequirement(3, 20, NULL, &req),
+                 ncclInvalidArgument, "ncclLLA2ACreateRequirement: argument 'outHandle' is NULL");
+  expect_refused("LL A2A, -2 slots", ncclLLA2ACreateRequirement(3, -2, &ah, &req),
+                 ncclInvalidArgument, "nSlots is -2");
+}
+
 int main(int argc, char** argv) {
   setenv("NCCL_CONF_FILE", "/nonexistent/choir.conf", 1);
   static const struct {
@@ -365,7 +459,10 @@ int main(int argc, char** argv) {
                {"register", case_register},
                {"register-off", case_register_off},
                {"version", case_version},
-               {"simulate", case_simulate}};
+               {"simulate", case_simulate},
+               {"devapi-lsa", case_devapi_lsa},
+               {"devapi-teams", case_devapi_teams},
+               {"devapi-reqs", case_devapi_reqs}};
   const char* only = argc > 1 ? argv[1] : NULL;
   int ran = 0;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
