@@ -160,7 +160,8 @@ __device__ __forceinline__ bool tree_step(const R& r, tree_ends& e, const char* 
     }
     for (int i = 0; i < nr; i++) st_relaxed_sys(e.rhead[i], e.rstep[i] + 1);
   }
-  /* Every thread keeps its own copy of the counters in step: they read them above. */
+  /* The counters live in shared memory: thread 0 advances them once every thread has read
+   * them for this step (the barrier above) and before any reads them for the next (below). */
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int i = 0; i < nr; i++) e.rstep[i]++;
