@@ -381,7 +381,13 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
   graph_limits_t lim;
   graph_limits_make(comm->config.min_ctas, comm->config.max_ctas, comm->cta_cap, &lim);
   int local_ranks = 0;
-  const int nnodes = comm_hosts(peers, comm->nranks, NULL, &local_ranks);
+  graph_rank_info_t* hosts = NULL;
+  res = MEM_CALLOC(&hosts, (size_t)comm->nranks);
+  if (res != ncclSuccess) {
+    free(tpeers);
+    return res;
+  }
+  const int nnodes = comm_hosts(peers, comm->nranks, hosts, &local_ranks);
   graph_t* graph = NULL;
   res = comm_topology(comm, peers, &lim, &graph);
   enq_comm_args_t dargs = {.bs = bs, .rank = comm->rank, .nranks = comm->nranks,
@@ -403,10 +409,12 @@ ncclResult_t comm_setup(ncclComm_t comm, bootstrap_t* bs, const char* how) {
                            .graph_bw_inter = graph ? graph->bw_inter : 0.0f,
                            .nnodes = nnodes,
                            .local_ranks = local_ranks,
+                           .hosts = hosts,
                            .comm_name = comm->config.comm_name,
                            .nonblocking = comm->config.blocking == 0};
   if (res == ncclSuccess) res = enqueue_comm_create(&dargs, &comm->dp);
   graph_free(graph);
+  free(hosts);
   free(tpeers);
   CHECK(res);
   CHECK(comm_watch_start(comm));

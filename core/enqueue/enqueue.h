@@ -98,6 +98,9 @@ typedef struct enq_comm_args {
   float graph_bw_inter;
   int nnodes;
   int local_ranks;
+  /* nranks entries: each rank's host (.node, hosts numbered by their first rank, < nnodes), as
+   * the tree channels' links need it (graph_tree_build); copied. */
+  const graph_rank_info_t* hosts;
   const char* comm_name; /* config commName, or NULL: for the profiler plugin's init */
   /* config.blocking == 0: a group end that must first make connections hands them and its
    * launches to a thread of their own and returns ncclInProgress (enqueue_comm_deferred_*). */

@@ -146,30 +146,19 @@ static int enq_tree_nchannels(const enq_comm_t* dp, int ring_nch) {
 }
 
 /* This rank's links in every tree channel: the graph's rule (graph_tree_build) over the ring
- * channels' rings and the ranks' hosts (numbered by their first rank), the same on every rank. */
+ * channels' rings and the ranks' hosts, the same on every rank. */
 static ncclResult_t enq_tree_links(const enq_comm_t* dp, int tree_nch, kern_tree_t* htree) {
-  const int n = dp->nranks;
-  graph_rank_info_t* gr = NULL;
+  const int n = dp->nranks, nnodes = dp->nnodes > 0 ? dp->nnodes : 1;
   graph_tree_t* tr = NULL;
   int* scratch = NULL;
-  ncclResult_t res = MEM_CALLOC(&gr, (size_t)n);
-  if (res == ncclSuccess) res = MEM_CALLOC(&tr, (size_t)n);
-  if (res == ncclSuccess) res = MEM_CALLOC(&scratch, (size_t)2 * n);
-  if (res != ncclSuccess) goto out;
-  int nnodes = 0;
-  for (int r = 0; r < n; r++) {
-    int q = 0;
-    while (q < r && dp->peers[q].host_hash != dp->peers[r].host_hash) q++;
-    gr[r].node = q < r ? gr[q].node : nnodes++;
-  }
-  for (int c = 0; c < tree_nch; c++) {
-    graph_tree_build(dp->ring_ranks + (size_t)c * n, gr, n, nnodes, c, tr, scratch,
-                     scratch + n);
+  ncclResult_t res = MEM_CALLOC(&tr, (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&scratch, (size_t)2 * nnodes);
+  for (int c = 0; c < tree_nch && res == ncclSuccess; c++) {
+    graph_tree_build(dp->ring_ranks + (size_t)c * n, dp->hosts, n, nnodes, c, tr, scratch,
+                     scratch + nnodes);
     htree[c].up = tr[dp->rank].up;
     for (int i = 0; i < KERN_TREE_ARITY; i++) htree[c].down[i] = tr[dp->rank].down[i];
   }
-out:
-  free(gr);
   free(tr);
   free(scratch);
   return res;
@@ -202,30 +191,18 @@ static int enq_tree_reqs(enq_comm_t* dp, int tree_nch, kern_tree_t* htree, uint3
   return k;
 }
 
-/* After the connect: every tree connection must have the Simple slot asked for, since both ends
- * of each cut their steps from it (kern_tree.cuh). */
-static ncclResult_t enq_tree_check(const enq_comm_t* dp, const kern_tree_t* htree, int tree_nch,
+/* After the connect: every tree connection (the ends reqs[0..n) were made into) must have the
+ * Simple slot asked for, since both ends of each cut their steps from it (kern_tree.cuh). */
+static ncclResult_t enq_tree_check(const enq_comm_t* dp, const transport_req_t* reqs, int n,
                                    uint32_t simple_slot) {
-  for (int c = 0; c < tree_nch; c++) {
-    const kern_tree_t* kt = &htree[c];
-    const kern_conn_t* ends[2 + 2 * KERN_TREE_ARITY];
-    int m = 0;
-    if (kt->up >= 0) {
-      ends[m++] = &kt->up_send;
-      ends[m++] = &kt->up_recv;
-    }
-    for (int i = 0; i < KERN_TREE_ARITY; i++) {
-      if (kt->down[i] < 0) continue;
-      ends[m++] = &kt->down_send[i];
-      ends[m++] = &kt->down_recv[i];
-    }
-    for (int j = 0; j < m; j++) {
-      if (ends[j]->connected && ends[j]->slot_bytes[KERN_PROTO_SIMPLE] == simple_slot) continue;
-      WARN("rank %d: tree channel %d: a connection has a Simple slot of %u bytes (connected %u), "
-           "not the %u asked for; the tree's steps would not agree",
-           dp->rank, c, ends[j]->slot_bytes[KERN_PROTO_SIMPLE], ends[j]->connected, simple_slot);
-      return ncclInternalError;
-    }
+  for (int j = 0; j < n; j++) {
+    const kern_conn_t* e = reqs[j].out;
+    if (e->connected && e->slot_bytes[KERN_PROTO_SIMPLE] == simple_slot) continue;
+    WARN("rank %d: tree connection %#x with rank %d has a Simple slot of %u bytes (connected "
+         "%u), not the %u asked for; the tree's steps would not agree",
+         dp->rank, (unsigned)reqs[j].id, reqs[j].peer, e->slot_bytes[KERN_PROTO_SIMPLE],
+         e->connected, simple_slot);
+    return ncclInternalError;
   }
   return ncclSuccess;
 }
@@ -340,15 +317,16 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
       }
   }
   const uint32_t tree_slot = tp.slot_bytes[KERN_PROTO_SIMPLE];
+  const int tree_first = k;
   if (tree_nch > 0) k += enq_tree_reqs(dp, tree_nch, htree, tree_slot, reqs + k);
   ncclResult_t res = ncclSuccess;
   if (n > 1) res = transport_connect(dp->transport, reqs, k, ENQ_TAG_RING);
-  free(reqs);
   if (res == ncclSuccess && tree_nch > 0) {
-    res = enq_tree_check(dp, htree, tree_nch, tree_slot);
+    res = enq_tree_check(dp, reqs + tree_first, k - tree_first, tree_slot);
     if (res == ncclSuccess)
       res = enq_upload(dp, dp->dev_tree, htree, sizeof(kern_tree_t) * (size_t)tree_nch);
   }
+  free(reqs);
   free(htree);
   uint32_t dslot = 0;
   if (res == ncclSuccess && direct) {
@@ -462,6 +440,13 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   }
   CHECK_GOTO(MEM_CALLOC(&dp->peers, (size_t)a->nranks), res, err);
   memcpy(dp->peers, a->peers, sizeof(*dp->peers) * (size_t)a->nranks);
+  if (a->hosts == NULL) {
+    WARN("rank %d: the data path was created without the ranks' hosts", a->rank);
+    res = ncclInternalError;
+    goto err;
+  }
+  CHECK_GOTO(MEM_CALLOC(&dp->hosts, (size_t)a->nranks), res, err);
+  memcpy(dp->hosts, a->hosts, sizeof(*dp->hosts) * (size_t)a->nranks);
   if (a->rings != NULL && a->nrings > 0) {
     CHECK_GOTO(MEM_CALLOC(&dp->graph_rings, (size_t)a->nrings * a->nranks), res, err);
     memcpy(dp->graph_rings, a->rings, sizeof(int32_t) * (size_t)a->nrings * a->nranks);
@@ -715,6 +700,7 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
   free(dp->graph_rings);
   free(dp->net_name);
   free(dp->peers);
+  free(dp->hosts);
   free(dp->p2p_nch_peer);
   free(dp->ops);
   free(dp->redops);

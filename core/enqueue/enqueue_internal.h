@@ -85,6 +85,7 @@ struct enq_comm {
    * (tune_tree_wanted); NULL and 0 otherwise. */
   kern_tree_t* dev_tree;
   int tree_nch;
+  graph_rank_info_t* hosts; /* [nranks]: each rank's host (enq_comm_args_t.hosts) */
   int nchannels;            /* ring channels, decided at the first collective */
   graph_limits_t lim;       /* the communicator's channel limits (enq_comm_args_t) */
   int net_peer_nch;         /* config nChannelsPerNetPeer, -1: ENQ_NET_P2P_NCH */

@@ -131,9 +131,10 @@ static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nu
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
       table[a][p] = (float)NCCL_ALGO_PROTO_IGNORE;
       if (!(algos & (1u << a)) || !(t->proto_usable & (1u << p))) continue;
+      /* The tree runs Simple only, OneShot and TwoShot LL only (tune_protos_for_algo). */
+      if (!(tune_protos_for_algo(a) & (1u << p))) continue;
       if (TUNE_ALGO_DIRECT_MASK & (1u << a)) {
         /* LL lines over the direct connections, whatever the ring's buffers. */
-        if (p != NCCL_PROTO_LL) continue;
         const uint64_t db = tune_direct_bytes(t, coll, nbytes);
         int nctas, nthreads;
         tune_model_direct_ctas(&t->topo, db, &nctas, &nthreads);
@@ -141,9 +142,7 @@ static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nu
                       (num_pipe_ops > 1 ? t->model.base_us[p] * (float)(num_pipe_ops - 1) : 0.0f);
         continue;
       }
-      if (a == NCCL_ALGO_TREE) {
-        /* AllReduce only (tune_algos_for), Simple only (kern_tree.cuh). */
-        if (!(tune_protos_for_algo(a) & (1u << p))) continue;
+      if (a == NCCL_ALGO_TREE) { /* AllReduce only (tune_algos_for) */
         table[a][p] = tune_model_tree_time(&t->model, &t->topo, p, nbytes,
                                            t->topo.tree_nchannels, num_pipe_ops);
         continue;

@@ -264,6 +264,13 @@ void tune_model_build(const tune_topo_t* topo, const ncclTunerConstants_v5_t* c,
   m->bw_ch = multi && bx < bi ? bx : bi;
 }
 
+/* GB/s of data one channel moves with proto: the link's rate times the protocol's share of
+ * data, within the protocol's per-channel cap. */
+static double tune_channel_bw(const tune_model_t* m, int proto) {
+  const double bw_ch = m->bw_ch * tune_proto_eff[proto];
+  return m->cap_ch[proto] > 0 && bw_ch > m->cap_ch[proto] ? m->cap_ch[proto] : bw_ch;
+}
+
 float tune_model_time(const tune_model_t* m, const tune_topo_t* topo, ncclFunc_t coll, int proto,
                       uint64_t nbytes, int nchannels, int num_pipe_ops) {
   int n = topo->nranks, nn = topo->nnodes > 0 ? topo->nnodes : 1;
@@ -286,9 +293,7 @@ float tune_model_time(const tune_model_t* m, const tune_topo_t* topo, ncclFunc_t
     factor = 1.0;
   }
   if (inter > steps) inter = steps;
-  double bw_ch = m->bw_ch * tune_proto_eff[proto];
-  if (m->cap_ch[proto] > 0 && bw_ch > m->cap_ch[proto]) bw_ch = m->cap_ch[proto];
-  double bw = bw_ch * (nchannels > 0 ? nchannels : 1);
+  double bw = tune_channel_bw(m, proto) * (nchannels > 0 ? nchannels : 1);
   if (proto == NCCL_PROTO_LL && m->ll_max_bw > 0 && bw > m->ll_max_bw) bw = m->ll_max_bw;
   if (m->bw_total[proto] > 0 && bw > m->bw_total[proto]) bw = m->bw_total[proto];
   /* A ring collective whose block per rank and channel exceeds a step's capacity goes around
@@ -341,9 +346,7 @@ float tune_model_tree_time(const tune_model_t* m, const tune_topo_t* topo, int p
   if (local < 1) local = 1;
   int levels = 0;
   while ((1 << levels) < nn) levels++;
-  double bw_ch = m->bw_ch * tune_proto_eff[proto];
-  if (m->cap_ch[proto] > 0 && bw_ch > m->cap_ch[proto]) bw_ch = m->cap_ch[proto];
-  const double bw = 0.5 * bw_ch * (nchannels > 0 ? nchannels : 1);
+  const double bw = 0.5 * tune_channel_bw(m, proto) * (nchannels > 0 ? nchannels : 1);
   const double lat = (double)m->base_us[proto] * (num_pipe_ops > 1 ? num_pipe_ops : 1) +
                      2.0 * ((double)(local - 1) * m->hop_intra_us[proto] +
                             (double)levels * m->hop_inter_us[proto]);
@@ -364,9 +367,7 @@ float tune_model_direct_time(const tune_model_t* m, const tune_topo_t* topo, int
   if (m->direct_bw_cta > 0) {
     bw_ch = m->direct_bw_cta / (1.0 + m->direct_cta_crowd * (k - 1));
   } else {
-    bw_ch = m->bw_ch * tune_proto_eff[NCCL_PROTO_LL];
-    if (m->cap_ch[NCCL_PROTO_LL] > 0 && bw_ch > m->cap_ch[NCCL_PROTO_LL])
-      bw_ch = m->cap_ch[NCCL_PROTO_LL];
+    bw_ch = tune_channel_bw(m, NCCL_PROTO_LL);
   }
   const double bw = bw_ch * k;
   const uint32_t cap = kern_proto_step_capacity(NCCL_PROTO_LL, topo->direct_slot_bytes);
