@@ -147,6 +147,16 @@ typedef struct {
   uint32_t addr_len;
 } nux_reply_t;
 
+/* The handshake's last bytes, once a side's endpoint is wired up (nux_comm_wired): the sender's
+ * first, after its own flush; the receiver's answer after its flush and the sender's message.
+ * Neither side returns its comm before, so that no wireup is left in flight when one of them
+ * starts moving data (or dies). */
+#define NUX_WIRED_MAGIC 0x43686f6972576972ULL /* "ChoirWir" */
+typedef struct {
+  uint64_t magic;
+  uint64_t conn_id;
+} nux_wired_t;
+
 /* What UCX may write or read after a comm is gone: the endpoint's error flag (written by UCX's
  * error callback) and the two close-notice buffers. Lives apart from the comm: when a close does
  * not complete in time, this stays with the worker (nux_worker_orphan) so that a late callback or
@@ -184,10 +194,11 @@ typedef struct {
   uint32_t own_id;  /* this comm's id on its worker: the peer's notice arrives there */
   uint32_t peer_id; /* the peer comm's id on its worker: our notice goes there (0: none) */
   void* recv_req;   /* the posted receive for the peer's notice; NULL once in or never posted */
-  void* wire_req;   /* receive comm: a flush of its endpoint, issued at creation so that UCX
-                     * connects it while both sides progress (a notice sent on an endpoint that
-                     * was never connected needs the sender to progress, which at close it may
-                     * not); NULL once done */
+  void* wire_req;   /* a flush of the comm's endpoint, issued at creation so that UCX wires it
+                     * up while both sides are still in connect/accept and progress (a message
+                     * sent on an endpoint that was never wired up needs the peer to progress;
+                     * and UCX 1.13's tcp transport aborts on an assertion when the peer dies
+                     * while a wireup message of ours waits for the connection); NULL once done */
   bool peer_closed; /* the notice is in: epctx->notice_in holds its count */
   uint64_t done;    /* messages this comm completed without error, as test() saw them */
 } nux_notice_t;
@@ -203,6 +214,7 @@ typedef struct nux_comm {
   nux_req_t reqs[NUX_MAX_REQS];
   int nused;
   bool error_logged;
+  ucs_status_t wire_status; /* why the endpoint's wireup failed (UCS_OK: it has not) */
   char peer[64];
 } nux_comm_t;
 
@@ -212,6 +224,9 @@ ncclResult_t nux_comm_create(nux_worker_t* w, bool is_send, uint32_t comm_id, ui
                              uint32_t peer_id, const void* peer_addr, const char* peer,
                              nux_comm_t** comm_p);
 void nux_comm_destroy(nux_comm_t* comm);
+/* Whether the comm's endpoint is wired up (w->lock not held; the caller progresses the worker):
+ * 1 yes, 0 not yet, -1 its wireup failed (comm->wire_status says why). */
+int nux_comm_wired(nux_comm_t* comm);
 
 ncclResult_t nux_listen(nux_ctx_t* ctx, int dev, void* handle, void** listen_comm);
 ncclResult_t nux_connect(nux_ctx_t* ctx, int dev, void* handle, void** send_comm);

@@ -5,10 +5,16 @@
  * handle, so listen() opens a small TCP listener on the device's handshake address and the handle
  * carries that address. Per connection:
  *   connect: TCP connect, send nux_hello_t + the sender worker's address; read nux_reply_t + the
- *            receiver worker's address; create the endpoint; the send comm is ready;
+ *            receiver worker's address; create the endpoint; once UCX has wired it up, send
+ *            nux_wired_t; the send comm is ready once the receiver's nux_wired_t is in;
  *   accept:  read the hello, assign a comm id on the receiver's worker (the connection's tag
  *            space), create an endpoint back to the sender (only to hear of its death), send the
- *            reply; the receive comm is ready once the reply is written.
+ *            reply; once that endpoint is wired up and the sender's nux_wired_t is in, send ours:
+ *            the receive comm is then ready.
+ * So each side waits for the other's wireup only while the other is still inside connect/accept
+ * (progressing its worker), and no wireup is left in flight when data starts moving: UCX 1.13's
+ * tcp transport aborts the process (an assertion in wireup_ep.c) when a peer dies while one of
+ * its wireup messages waits for the connection, which a dead peer's survivor must never do.
  * The hello also carries the send comm's id on the sender's worker and the reply the receive comm's
  * id on the receiver's: each side's close notice goes to the other's (nux_notice_t).
  * Every step is a non-blocking socket call; connect and accept return a NULL comm until their
@@ -35,6 +41,8 @@ typedef struct {
   sock_msg_t in;     /* hello: header first, then grown to header + address */
   sock_msg_t out;    /* reply */
   nux_comm_t* comm; /* created once the hello is in */
+  nux_wired_t wired_mine, wired_theirs;
+  sock_msg_t wired_out, wired_in; /* over wired_mine, wired_theirs */
 } nux_pending_t;
 
 typedef struct {
@@ -53,6 +61,9 @@ typedef struct {
   uint32_t send_id; /* the send comm's id on our worker (close notices from the receiver) */
   sock_msg_t out;    /* hello */
   sock_msg_t in;  /* reply */
+  nux_comm_t* comm; /* once the reply is in; handed out once the receiver's wired message is in */
+  nux_wired_t wired_mine, wired_theirs;
+  sock_msg_t wired_out, wired_in; /* over wired_mine, wired_theirs */
   char peer[64];
 } nux_connecting_t;
 
@@ -101,6 +112,24 @@ static ncclResult_t nux_msg_build(const void* hdr, size_t hlen, const nux_worker
   return ncclSuccess;
 }
 
+/* The wired messages of connection conn_id, mine out and theirs in. */
+static void nux_wired_init(uint64_t conn_id, nux_wired_t* mine, nux_wired_t* theirs,
+                           sock_msg_t* out, sock_msg_t* in) {
+  *mine = (nux_wired_t){.magic = NUX_WIRED_MAGIC, .conn_id = conn_id};
+  memset(theirs, 0, sizeof(*theirs));
+  *out = (sock_msg_t){.buf = (char*)mine, .len = sizeof(*mine), .done = 0};
+  *in = (sock_msg_t){.buf = (char*)theirs, .len = sizeof(*theirs), .done = 0};
+}
+
+/* Whether comm's endpoint is wired up: 1 yes, 0 not yet; failed: WARNed, ncclRemoteError. */
+static ncclResult_t nux_wired_check(nux_comm_t* comm, const char* what, int* wired) {
+  *wired = nux_comm_wired(comm);
+  if (*wired >= 0) return ncclSuccess;
+  NUX_WARN("net-ucx: %s with %s: UCX could not connect the endpoint: %s (peer gone?)", what,
+           comm->peer, ucs_status_string(comm->wire_status));
+  return ncclRemoteError;
+}
+
 static void nux_worker_poke(nux_worker_t* w) {
   pthread_mutex_lock(&w->lock);
   nux_worker_progress_locked(w);
@@ -147,6 +176,7 @@ ncclResult_t nux_listen(nux_ctx_t* ctx, int dev, void* handle, void** listen_com
 /* ---- connect -------------------------------------------------------------------------------- */
 
 static void nux_connecting_free(nux_connecting_t* c) {
+  if (c->comm != NULL) nux_comm_destroy(c->comm);
   if (c->fd >= 0) close(c->fd);
   free(c->out.buf);
   free(c->in.buf);
@@ -197,8 +227,8 @@ err_free:
   return res;
 }
 
-/* One step; *comm_p once the reply is in and the endpoint exists. */
-static ncclResult_t nux_connecting_step(nux_connecting_t* c, nux_comm_t** comm_p) {
+/* The hello out and the reply in: then c->comm, with its endpoint (being wired up). */
+static ncclResult_t nux_connecting_reply(nux_connecting_t* c) {
   if (!c->connected) {
     int up = sock_connect_poll(c->fd);
     if (up == 0) return ncclSuccess;
@@ -230,8 +260,35 @@ static ncclResult_t nux_connecting_step(nux_connecting_t* c, nux_comm_t** comm_p
     res = nux_msg_move(c->fd, &c->in, false, "connect (reply)", c->peer);
     if (res != ncclSuccess || c->in.done < c->in.len) return res;
   }
-  return nux_comm_create(c->worker, true, r.comm_id, c->send_id, r.comm_id, c->in.buf + sizeof(r),
-                         c->peer, comm_p);
+  res = nux_comm_create(c->worker, true, r.comm_id, c->send_id, r.comm_id, c->in.buf + sizeof(r),
+                        c->peer, &c->comm);
+  if (res == ncclSuccess)
+    nux_wired_init(c->conn_id, &c->wired_mine, &c->wired_theirs, &c->wired_out, &c->wired_in);
+  return res;
+}
+
+/* One step; *comm_p once the endpoint is wired up and the receiver said its own is. */
+static ncclResult_t nux_connecting_step(nux_connecting_t* c, nux_comm_t** comm_p) {
+  ncclResult_t res;
+  if (c->comm == NULL) {
+    res = nux_connecting_reply(c);
+    if (res != ncclSuccess || c->comm == NULL) return res;
+  }
+  int wired = 0;
+  res = nux_wired_check(c->comm, "connect", &wired);
+  if (res != ncclSuccess || !wired) return res;
+  res = nux_msg_move(c->fd, &c->wired_out, true, "connect (wired)", c->peer);
+  if (res != ncclSuccess || c->wired_out.done < c->wired_out.len) return res;
+  res = nux_msg_move(c->fd, &c->wired_in, false, "connect (wired)", c->peer);
+  if (res != ncclSuccess || c->wired_in.done < c->wired_in.len) return res;
+  if (c->wired_theirs.magic != NUX_WIRED_MAGIC || c->wired_theirs.conn_id != c->conn_id) {
+    NUX_WARN("net-ucx: connect to %s: the peer's last handshake message is not net-ucx's",
+             c->peer);
+    return ncclRemoteError;
+  }
+  *comm_p = c->comm;
+  c->comm = NULL;
+  return ncclSuccess;
 }
 
 ncclResult_t nux_connect(nux_ctx_t* ctx, int dev, void* handle, void** send_comm) {
@@ -270,7 +327,8 @@ static void nux_pending_drop(nux_listen_t* l, int i) {
   l->pend[i] = l->pend[--l->npend];
 }
 
-/* Advances pending connection i; *ready_p once its reply is out (the comm is then p->comm). */
+/* Advances pending connection i; *ready_p once its reply and wired message are out (the comm is
+ * then p->comm). */
 static ncclResult_t nux_pending_step(nux_listen_t* l, nux_pending_t* p, bool* ready_p) {
   *ready_p = false;
   if (p->comm == NULL) {
@@ -315,10 +373,23 @@ static ncclResult_t nux_pending_step(nux_listen_t* l, nux_pending_t* p, bool* re
                      .addr_len = (uint32_t)l->worker->addr_len};
     res = nux_msg_build(&r, sizeof(r), l->worker, &p->out);
     if (res != ncclSuccess) return res;
+    nux_wired_init(h.conn_id, &p->wired_mine, &p->wired_theirs, &p->wired_out, &p->wired_in);
   }
   ncclResult_t res = nux_msg_move(p->fd, &p->out, true, "accept (reply)", p->comm->peer);
+  if (res != ncclSuccess || p->out.done < p->out.len) return res;
+  res = nux_msg_move(p->fd, &p->wired_in, false, "accept (wired)", p->comm->peer);
+  if (res != ncclSuccess || p->wired_in.done < p->wired_in.len) return res;
+  if (p->wired_theirs.magic != NUX_WIRED_MAGIC ||
+      p->wired_theirs.conn_id != p->wired_mine.conn_id) {
+    NUX_WARN("net-ucx: accept: %s's last handshake message is not net-ucx's", p->comm->peer);
+    return ncclRemoteError;
+  }
+  int wired = 0;
+  res = nux_wired_check(p->comm, "accept", &wired);
+  if (res != ncclSuccess || !wired) return res;
+  res = nux_msg_move(p->fd, &p->wired_out, true, "accept (wired)", p->comm->peer);
   if (res != ncclSuccess) return res;
-  *ready_p = p->out.done == p->out.len;
+  *ready_p = p->wired_out.done == p->wired_out.len;
   return ncclSuccess;
 }
 

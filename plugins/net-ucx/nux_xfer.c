@@ -92,11 +92,14 @@ ncclResult_t nux_comm_create(nux_worker_t* w, bool is_send, uint32_t comm_id, ui
           peer, h == NULL ? "no request" : ucs_status_string(UCS_PTR_STATUS(h)));
     else
       c->notice.recv_req = h;
-    if (!is_send) {
-      ucp_request_param_t fp = {.op_attr_mask = 0};
-      h = ucp_ep_flush_nbx(c->ep, &fp);
-      if (!UCS_PTR_IS_ERR(h)) c->notice.wire_req = h;
-    }
+    /* The flush completes once UCX has wired the endpoint up; connect and accept wait for it
+     * (nux_comm_wired). */
+    ucp_request_param_t fp = {.op_attr_mask = 0};
+    h = ucp_ep_flush_nbx(c->ep, &fp);
+    if (UCS_PTR_IS_ERR(h))
+      c->wire_status = UCS_PTR_STATUS(h);
+    else
+      c->notice.wire_req = h;
   }
   pthread_mutex_unlock(&w->lock);
   if (st != UCS_OK) {
@@ -114,6 +117,25 @@ ncclResult_t nux_comm_create(nux_worker_t* w, bool is_send, uint32_t comm_id, ui
            c->peer, nux_g.dev[w->dev].name, comm_id);
   *comm_p = c;
   return ncclSuccess;
+}
+
+int nux_comm_wired(nux_comm_t* c) {
+  nux_worker_t* w = c->worker;
+  pthread_mutex_lock(&w->lock);
+  void* h = c->notice.wire_req;
+  if (h != NULL) {
+    ucs_status_t st = ucp_request_check_status(h);
+    if (st != UCS_INPROGRESS) {
+      ucp_request_free(h);
+      c->notice.wire_req = NULL;
+      if (st != UCS_OK) c->wire_status = st;
+    }
+  }
+  int failed = __atomic_load_n(&c->epctx->status, __ATOMIC_ACQUIRE);
+  if (failed != 0 && c->wire_status == UCS_OK) c->wire_status = (ucs_status_t)failed;
+  int r = c->wire_status != UCS_OK ? -1 : c->notice.wire_req != NULL ? 0 : 1;
+  pthread_mutex_unlock(&w->lock);
+  return r;
 }
 
 /* Whether a pending UCX request has completed without error (w->lock held). */
