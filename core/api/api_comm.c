@@ -203,24 +203,3 @@ NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t w
   (void)win;
   return api_missing("ncclCommWindowDeregister", "symmetric memory windows");
 }
-
-/*
- * NCCL's device API host entry points. PyTorch 2.11 links these two, so they must exist; their
- * argument types live in NCCL's device headers, which Choir does not provide, hence the opaque
- * pointers.
- */
-struct ncclDevCommRequirements;
-struct ncclDevComm;
-NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm,
-         const struct ncclDevCommRequirements* reqs, struct ncclDevComm* outDevComm) {
-  (void)comm;
-  (void)reqs;
-  (void)outDevComm;
-  return api_missing("ncclDevCommCreate", "the device-side API (ncclDevComm)");
-}
-
-NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const struct ncclDevComm* devComm) {
-  (void)comm;
-  (void)devComm;
-  return api_missing("ncclDevCommDestroy", "the device-side API (ncclDevComm)");
-}

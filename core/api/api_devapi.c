@@ -2,8 +2,10 @@
  * The device API's host helpers that NVIDIA's NCCL 2.28 exports beside ncclDevCommCreate: teams
  * (world, LSA, rail) and the resource requirements of the LSA barrier, the GIN barrier and the
  * LL all-to-all. Programs compiled against NVIDIA's nccl_device.h call them; the structures they
- * fill are NCCL 2.28.9's, so their layouts are pinned below. Choir does not build device
- * communicators yet (ncclDevCommCreate refuses): these helpers only compute, as NCCL's do.
+ * fill are NCCL 2.28.9's (abi/nccl_device.h pins them). Choir does not build device communicators
+ * yet: ncclDevCommCreate checks the requirements, refuses what Choir will never serve (GPU-initiated
+ * networking, NVLink multicast) naming the field, and says that LSA device communicators are not
+ * built yet for the rest. The other helpers only compute, as NCCL's do.
  *
  * Teams: a team is {nRanks, rank, stride}: ranks rank0 + i * stride of the world. The LSA team
  * (load/store accessible) is NCCL's: ranks of one host, in blocks of consecutive world ranks, the
@@ -129,7 +131,7 @@ NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTea
                      "nBarriers"));
   memset(outReq, 0, sizeof(*outReq));
   /* An epoch word per barrier and GIN context, and a signal per barrier. */
-  outReq->bufferSize = (size_t)nBarriers * API_GIN_MAX_CONTEXTS * sizeof(uint32_t);
+  outReq->bufferSize = (size_t)nBarriers * NCCL_GIN_MAX_CONTEXTS * sizeof(uint32_t);
   outReq->bufferAlign = sizeof(uint32_t);
   outReq->outBufferHandle = &outHandle->bufHandle;
   outReq->ginSignalCount = nBarriers;
@@ -161,4 +163,117 @@ NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots,
   outReq->bufferAlign = 16;
   outReq->outBufferHandle = &outHandle->bufHandle;
   return ncclSuccess;
+}
+
+/* ---- ncclDevCommCreate ------------------------------------------------------------------------ */
+
+/* Requirement lists longer than this are taken for a cycle (a list that points back into itself). */
+#define API_REQ_LIST_MAX 65536
+
+/* Why Choir cannot serve reqs (a WARN naming the field and the way out), or ncclSuccess. */
+static ncclResult_t api_devcomm_refusal(const ncclDevCommRequirements_t* r) {
+  static const char* const gin =
+      "needs GPU-initiated networking (GIN), which Choir does not serve; within one host use "
+      "lsaBarrierCount and ncclLsaBarrierSession, and peer pointers (ncclGetLsaPointer)";
+  const struct {
+    const char* name;
+    int value;
+  } counts[] = {{"barrierCount", r->barrierCount},
+                {"lsaBarrierCount", r->lsaBarrierCount},
+                {"railGinBarrierCount", r->railGinBarrierCount},
+                {"lsaLLA2ABlockCount", r->lsaLLA2ABlockCount},
+                {"lsaLLA2ASlotCount", r->lsaLLA2ASlotCount},
+                {"ginContextCount", r->ginContextCount},
+                {"ginSignalCount", r->ginSignalCount},
+                {"ginCounterCount", r->ginCounterCount}};
+  for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+    if (counts[i].value < 0) {
+      WARN("ncclDevCommCreate: reqs->%s is %d; counts must be 0 or more (zero-initialize the "
+           "requirements, then set what the kernels use)",
+           counts[i].name, counts[i].value);
+      return ncclInvalidArgument;
+    }
+  }
+  if (r->lsaMultimem) {
+    WARN("ncclDevCommCreate: reqs->lsaMultimem is set: NVLink multicast (multimem) is not served "
+         "by Choir; leave it false and use unicast peer pointers (ncclGetLsaPointer)");
+    return ncclInvalidUsage;
+  }
+  if (r->barrierCount > 0) {
+    WARN("ncclDevCommCreate: reqs->barrierCount is %d: a world barrier (ncclBarrierSession over "
+         "ncclTeamTagWorld) %s",
+         r->barrierCount, gin);
+    return ncclInvalidUsage;
+  }
+  if (r->railGinBarrierCount > 0 || r->ginSignalCount > 0 || r->ginCounterCount > 0 ||
+      r->ginForceEnable) {
+    WARN("ncclDevCommCreate: reqs->%s %s",
+         r->railGinBarrierCount > 0 ? "railGinBarrierCount"
+         : r->ginSignalCount > 0    ? "ginSignalCount"
+         : r->ginCounterCount > 0   ? "ginCounterCount"
+                                    : "ginForceEnable",
+         gin);
+    return ncclInvalidUsage;
+  }
+  int i = 0;
+  for (const ncclDevResourceRequirements_t* q = r->resourceRequirementsList; q != NULL;
+       q = q->next, i++) {
+    if (i >= API_REQ_LIST_MAX) {
+      WARN("ncclDevCommCreate: reqs->resourceRequirementsList has more than %d entries (a list "
+           "whose next pointers loop?)",
+           API_REQ_LIST_MAX);
+      return ncclInvalidArgument;
+    }
+    if (q->ginSignalCount != 0 || q->ginCounterCount != 0) {
+      WARN("ncclDevCommCreate: reqs->resourceRequirementsList entry %d asks for %d GIN signal(s) "
+           "and %d counter(s): it %s",
+           i, q->ginSignalCount, q->ginCounterCount, gin);
+      return ncclInvalidUsage;
+    }
+    if (q->bufferAlign != 0 && (q->bufferAlign & (q->bufferAlign - 1)) != 0) {
+      WARN("ncclDevCommCreate: reqs->resourceRequirementsList entry %d: bufferAlign %zu is not a "
+           "power of two",
+           i, q->bufferAlign);
+      return ncclInvalidArgument;
+    }
+  }
+  i = 0;
+  for (const ncclTeamRequirements_t* t = r->teamRequirementsList; t != NULL; t = t->next, i++) {
+    if (i >= API_REQ_LIST_MAX) {
+      WARN("ncclDevCommCreate: reqs->teamRequirementsList has more than %d entries (a list whose "
+           "next pointers loop?)",
+           API_REQ_LIST_MAX);
+      return ncclInvalidArgument;
+    }
+    if (t->multimem) {
+      WARN("ncclDevCommCreate: reqs->teamRequirementsList entry %d asks for multimem: NVLink "
+           "multicast is not served by Choir",
+           i);
+      return ncclInvalidUsage;
+    }
+  }
+  if (r->lsaLLA2ABlockCount > 0 || r->lsaLLA2ASlotCount > 0)
+    return api_missing("ncclDevCommCreate (reqs->lsaLLA2ABlockCount, lsaLLA2ASlotCount)",
+                       "the LL all-to-all session (ncclLLA2ASession)");
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
+         ncclDevComm_t* outDevComm) {
+  API_CHECK_PTR("ncclDevCommCreate", reqs);
+  API_CHECK_PTR("ncclDevCommCreate", outDevComm);
+  CHECK(comm_check_usable("ncclDevCommCreate", comm));
+  memset(outDevComm, 0, sizeof(*outDevComm));
+  CHECK(api_devcomm_refusal(reqs));
+  return api_missing("ncclDevCommCreate",
+                     "building LSA device communicators (they need symmetric windows)");
+}
+
+NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, ncclDevComm_t const* devComm) {
+  API_CHECK_PTR("ncclDevCommDestroy", devComm);
+  CHECK(comm_check_ready("ncclDevCommDestroy", comm));
+  WARN("ncclDevCommDestroy: devComm %p was not created by ncclDevCommCreate on communicator %p "
+       "(Choir has created no device communicator: building them is not implemented yet)",
+       (const void*)devComm, (void*)comm);
+  return ncclInvalidUsage;
 }

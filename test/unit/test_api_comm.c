@@ -115,14 +115,6 @@ static void case_missing(void) {
   CHECK_TRUE(win == NULL);
   expect_missing("ncclCommWindowDeregister", ncclCommWindowDeregister(c, win),
                  "symmetric memory windows");
-  /* 64 bytes stand in for NCCL's ncclDevComm / ncclDevCommRequirements (opaque here). */
-  _Alignas(16) unsigned char dev[64] = {0}, reqs[64] = {0};
-  expect_missing(
-      "ncclDevCommCreate",
-      ncclDevCommCreate(c, (const struct ncclDevCommRequirements*)reqs, (struct ncclDevComm*)dev),
-      "the device-side API (ncclDevComm)");
-  expect_missing("ncclDevCommDestroy", ncclDevCommDestroy(c, (const struct ncclDevComm*)dev),
-                 "the device-side API (ncclDevComm)");
   /* Their pnccl twins say the same. */
   expect_missing("ncclCommWindowRegister",
                  pncclCommWindowRegister(c, buf, sizeof(buf), &win, NCCL_WIN_DEFAULT),
@@ -449,6 +441,101 @@ static void case_devapi_reqs(void) {
                  ncclInvalidArgument, "nSlots is -2");
 }
 
+/* ncclDevCommCreate: GIN and multicast refused naming the field; bad counts and lists refused as
+ * arguments; what is left (LSA) reported as not built yet; the output zeroed; Destroy refuses what
+ * Create never made. */
+static void case_devapi_create(void) {
+  ncclComm_t c = one_rank();
+  if (c == NULL) return;
+  ncclDevComm_t dev;
+  ncclDevCommRequirements_t r;
+  memset(&r, 0, sizeof(r));
+  memset(&dev, 0x5a, sizeof(dev));
+  expect_refused("ncclDevCommCreate, nothing asked", ncclDevCommCreate(c, &r, &dev),
+                 ncclInvalidUsage,
+                 "building LSA device communicators (they need symmetric windows) is not "
+                 "implemented");
+  CHECK_TRUE(dev.nRanks == 0 && dev.lsaBarrier.nBarriers == 0 && dev.ginSignalShadows == NULL);
+  r.lsaBarrierCount = 4; /* served later: refused today only because nothing is built */
+  expect_refused("ncclDevCommCreate, LSA barriers", ncclDevCommCreate(c, &r, &dev),
+                 ncclInvalidUsage, "is not implemented in Choir");
+  memset(&r, 0, sizeof(r));
+  r.lsaMultimem = true;
+  expect_refused("ncclDevCommCreate, multimem", ncclDevCommCreate(c, &r, &dev), ncclInvalidUsage,
+                 "reqs->lsaMultimem is set: NVLink multicast");
+  /* nccl-tests 2.19.6's GIN all-to-all (-D 3) on NCCL 2.28: world barriers and signals. */
+  memset(&r, 0, sizeof(r));
+  r.barrierCount = 8;
+  r.ginSignalCount = 8;
+  expect_refused("ncclDevCommCreate, world barriers", ncclDevCommCreate(c, &r, &dev),
+                 ncclInvalidUsage, "reqs->barrierCount is 8: a world barrier");
+  CHECK_CONTAINS(ncclGetLastError(NULL), "GPU-initiated networking (GIN)");
+  memset(&r, 0, sizeof(r));
+  r.ginSignalCount = 2;
+  expect_refused("ncclDevCommCreate, signals", ncclDevCommCreate(c, &r, &dev), ncclInvalidUsage,
+                 "reqs->ginSignalCount needs GPU-initiated networking");
+  memset(&r, 0, sizeof(r));
+  r.ginForceEnable = true;
+  expect_refused("ncclDevCommCreate, forced GIN", ncclDevCommCreate(c, &r, &dev), ncclInvalidUsage,
+                 "reqs->ginForceEnable needs GPU-initiated networking");
+  memset(&r, 0, sizeof(r));
+  r.railGinBarrierCount = 1;
+  expect_refused("ncclDevCommCreate, rail barriers", ncclDevCommCreate(c, &r, &dev),
+                 ncclInvalidUsage, "reqs->railGinBarrierCount needs");
+  /* A GIN barrier's resource requirement, chained behind a plain buffer. */
+  ncclDevResourceRequirements_t plain, ginreq;
+  memset(&plain, 0, sizeof(plain));
+  plain.bufferSize = 4096;
+  plain.bufferAlign = 128;
+  ncclGinBarrierHandle_t gh;
+  CHECK_EQ_INT(ncclGinBarrierCreateRequirement(c, ncclTeamWorld(c), 2, &gh, &ginreq), ncclSuccess);
+  plain.next = &ginreq;
+  memset(&r, 0, sizeof(r));
+  r.resourceRequirementsList = &plain;
+  expect_refused("ncclDevCommCreate, GIN resource", ncclDevCommCreate(c, &r, &dev),
+                 ncclInvalidUsage, "resourceRequirementsList entry 1 asks for 2 GIN signal(s)");
+  plain.next = &plain; /* a loop */
+  expect_refused("ncclDevCommCreate, looping list", ncclDevCommCreate(c, &r, &dev),
+                 ncclInvalidArgument, "more than 65536 entries");
+  plain.next = NULL;
+  plain.bufferAlign = 48;
+  expect_refused("ncclDevCommCreate, alignment", ncclDevCommCreate(c, &r, &dev),
+                 ncclInvalidArgument, "bufferAlign 48 is not a power of two");
+  ncclTeamRequirements_t team;
+  memset(&team, 0, sizeof(team));
+  team.team = ncclTeamWorld(c);
+  team.multimem = true;
+  memset(&r, 0, sizeof(r));
+  r.teamRequirementsList = &team;
+  expect_refused("ncclDevCommCreate, team multimem", ncclDevCommCreate(c, &r, &dev),
+                 ncclInvalidUsage, "teamRequirementsList entry 0 asks for multimem");
+  memset(&r, 0, sizeof(r));
+  r.lsaLLA2ABlockCount = 2;
+  r.lsaLLA2ASlotCount = 16;
+  expect_refused("ncclDevCommCreate, LL all-to-all", ncclDevCommCreate(c, &r, &dev),
+                 ncclInvalidUsage, "the LL all-to-all session (ncclLLA2ASession) is not implemented");
+  memset(&r, 0, sizeof(r));
+  r.lsaBarrierCount = -1;
+  expect_refused("ncclDevCommCreate, negative count", ncclDevCommCreate(c, &r, &dev),
+                 ncclInvalidArgument, "reqs->lsaBarrierCount is -1");
+  expect_refused("ncclDevCommCreate, NULL reqs", ncclDevCommCreate(c, NULL, &dev),
+                 ncclInvalidArgument, "ncclDevCommCreate: argument 'reqs' is NULL");
+  expect_refused("ncclDevCommCreate, NULL out", pncclDevCommCreate(c, &r, NULL),
+                 ncclInvalidArgument, "ncclDevCommCreate: argument 'outDevComm' is NULL");
+  memset(&r, 0, sizeof(r));
+  expect_refused("ncclDevCommCreate, NULL comm", ncclDevCommCreate(NULL, &r, &dev),
+                 ncclInvalidArgument, "ncclDevCommCreate");
+  expect_refused("ncclDevCommDestroy, never created", ncclDevCommDestroy(c, &dev),
+                 ncclInvalidUsage, "was not created by ncclDevCommCreate");
+  expect_refused("ncclDevCommDestroy, NULL", ncclDevCommDestroy(c, NULL), ncclInvalidArgument,
+                 "ncclDevCommDestroy: argument 'devComm' is NULL");
+  /* The communicator is unharmed. */
+  int n = 0;
+  CHECK_EQ_INT(ncclCommCount(c, &n), ncclSuccess);
+  CHECK_EQ_INT(n, 1);
+  CHECK_EQ_INT(ncclCommDestroy(c), ncclSuccess);
+}
+
 int main(int argc, char** argv) {
   setenv("NCCL_CONF_FILE", "/nonexistent/choir.conf", 1);
   static const struct {
@@ -462,7 +549,8 @@ int main(int argc, char** argv) {
                {"simulate", case_simulate},
                {"devapi-lsa", case_devapi_lsa},
                {"devapi-teams", case_devapi_teams},
-               {"devapi-reqs", case_devapi_reqs}};
+               {"devapi-reqs", case_devapi_reqs},
+               {"devapi-create", case_devapi_create}};
   const char* only = argc > 1 ? argv[1] : NULL;
   int ran = 0;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
