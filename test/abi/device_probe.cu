@@ -26,10 +26,7 @@
 #endif
 #endif
 
-#define P(key, expr) printf("%s %lld\n", key, (long long)(expr))
-#define SIZE(t) P("sizeof(" #t ")", sizeof(t))
-#define OFF(t, f) P("offsetof(" #t "," #f ")", offsetof(t, f))
-#define VAL(v) P(#v, v)
+#include "probe.h"
 
 /* Host functions exported by the library, with NCCL 2.28.9's signatures. */
 #define SIG(name, ret, ...)               \

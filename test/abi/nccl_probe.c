@@ -10,10 +10,7 @@
 
 #include "nccl.h"
 
-#define P(key, expr) printf("%s %lld\n", key, (long long)(expr))
-#define SIZE(t) P("sizeof(" #t ")", sizeof(t))
-#define OFF(t, f) P("offsetof(" #t "," #f ")", offsetof(t, f))
-#define VAL(v) P(#v, v)
+#include "probe.h"
 
 /* Signatures of NCCL 2.28, written out; each is assigned the nccl and pnccl functions. */
 #define SIG(name, ret, ...)                    \
