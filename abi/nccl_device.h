@@ -484,11 +484,15 @@ NCCL_DEVICE_INLINE ulonglong2* bcastSlot(int which) {
   __shared__ ulonglong2 slots[16];
   return &slots[which];
 }
-template <typename T>
-NCCL_DEVICE_INLINE T bcastShared(int which, bool isRoot, T value) {
+/* Across warps: the root stores value into slot `which`, every member reads it back after the
+ * group's barrier. */
+template <class Coop, typename T>
+NCCL_DEVICE_INLINE T bcastShared(Coop coop, int which, T value, int root, bool entrySync) {
   static_assert(sizeof(T) <= sizeof(ulonglong2), "ncclCoopBcast: at most 16 bytes across warps");
-  if (isRoot) *(T*)bcastSlot(which) = value;
-  return value;
+  if (entrySync) coop.sync();
+  if (coop.thread_rank() == root) *(T*)bcastSlot(which) = value;
+  coop.sync();
+  return *(T*)bcastSlot(which);
 }
 }  // namespace choir_dev
 
@@ -509,17 +513,11 @@ NCCL_DEVICE_INLINE T ncclCoopBcast(ncclCoopLanes coop, T value, int root, bool e
 }
 template <typename T>
 NCCL_DEVICE_INLINE T ncclCoopBcast(ncclCoopWarpSpan coop, T value, int root, bool entrySync = true) {
-  if (entrySync) coop.sync();
-  choir_dev::bcastShared(1 + (int)coop.id, coop.thread_rank() == root, value);
-  coop.sync();
-  return *(T*)choir_dev::bcastSlot(1 + (int)coop.id);
+  return choir_dev::bcastShared(coop, 1 + (int)coop.id, value, root, entrySync);
 }
 template <typename T>
 NCCL_DEVICE_INLINE T ncclCoopBcast(ncclCoopCta coop, T value, int root, bool entrySync = true) {
-  if (entrySync) coop.sync();
-  choir_dev::bcastShared(0, coop.thread_rank() == root, value);
-  coop.sync();
-  return *(T*)choir_dev::bcastSlot(0);
+  return choir_dev::bcastShared(coop, 0, value, root, entrySync);
 }
 
 /* ---- Window pointers (CUDA) ------------------------------------------------------------------- */

@@ -119,18 +119,23 @@ ncclResult_t nux_comm_create(nux_worker_t* w, bool is_send, uint32_t comm_id, ui
   return ncclSuccess;
 }
 
+/* Frees the endpoint's wireup flush once it completed, keeping a failure in wire_status;
+ * whether it is still in flight (w->lock held). */
+static bool nux_wire_pending(nux_comm_t* c) {
+  void* h = c->notice.wire_req;
+  if (h == NULL) return false;
+  ucs_status_t st = ucp_request_check_status(h);
+  if (st == UCS_INPROGRESS) return true;
+  ucp_request_free(h);
+  c->notice.wire_req = NULL;
+  if (st != UCS_OK) c->wire_status = st;
+  return false;
+}
+
 int nux_comm_wired(nux_comm_t* c) {
   nux_worker_t* w = c->worker;
   pthread_mutex_lock(&w->lock);
-  void* h = c->notice.wire_req;
-  if (h != NULL) {
-    ucs_status_t st = ucp_request_check_status(h);
-    if (st != UCS_INPROGRESS) {
-      ucp_request_free(h);
-      c->notice.wire_req = NULL;
-      if (st != UCS_OK) c->wire_status = st;
-    }
-  }
+  (void)nux_wire_pending(c);
   int failed = __atomic_load_n(&c->epctx->status, __ATOMIC_ACQUIRE);
   if (failed != 0 && c->wire_status == UCS_OK) c->wire_status = (ucs_status_t)failed;
   int r = c->wire_status != UCS_OK ? -1 : c->notice.wire_req != NULL ? 0 : 1;
@@ -149,13 +154,10 @@ static uint64_t nux_comm_done(const nux_comm_t* c) {
   return n;
 }
 
-/* Picks up the peer's close notice if it came in (w->lock held, worker progressed). */
+/* Picks up the peer's close notice if it came in (w->lock held, worker progressed). A comm in
+ * use has no wireup flush left: connect and accept hand it out once the flush is done. */
 static void nux_notice_poll(nux_comm_t* c) {
   nux_notice_t* nt = &c->notice;
-  if (nt->wire_req != NULL && ucp_request_check_status(nt->wire_req) != UCS_INPROGRESS) {
-    ucp_request_free(nt->wire_req);
-    nt->wire_req = NULL;
-  }
   if (nt->recv_req == NULL) return;
   ucs_status_t st = ucp_request_check_status(nt->recv_req);
   if (st == UCS_INPROGRESS) return;
@@ -238,14 +240,7 @@ void nux_comm_destroy(nux_comm_t* c) {
         busy = true;
       }
     }
-    if (c->notice.wire_req != NULL) {
-      if (ucp_request_check_status(c->notice.wire_req) != UCS_INPROGRESS) {
-        ucp_request_free(c->notice.wire_req);
-        c->notice.wire_req = NULL;
-      } else {
-        busy = true;
-      }
-    }
+    if (nux_wire_pending(c)) busy = true;
     if (c->notice.recv_req != NULL) {
       if (ucp_request_check_status(c->notice.recv_req) != UCS_INPROGRESS) {
         ucp_request_free(c->notice.recv_req);
