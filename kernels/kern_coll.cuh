@@ -322,7 +322,7 @@ constexpr int tree_max_threads() {
              : 384;
 }
 
-template <int OP, int TYPE>
+template <int OP, int TYPE, int PROTO>
 __global__ void __launch_bounds__(tree_max_threads<OP, TYPE>(), 1)
     kern_tree_batch_kernel(const __grid_constant__ kern_coll_batch_t b) {
   using R = red<OP, TYPE>;
@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(tree_max_threads<OP, TYPE>(), 1)
     if ((int)blockIdx.x >= w.nchannels) continue;
     const R r(w.scalar_bits, w.scalar_ptr, w.divisor);
     prof_mark_start(w.prof);
-    tree_allreduce(r, w);
+    tree_allreduce<PROTO>(r, w);
     prof_mark_stop(w.prof);
     __syncthreads();
   }
@@ -365,13 +365,17 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL>,
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL128>,
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
-  const void* tree_fn = (const void*)kern_tree_batch_kernel<OP, TYPE>;
+  /* The tree runs Simple and LL (the launch check refuses LL128 on it). */
+  const void* tree_fns[KERN_PROTO_NUM] = {
+      (const void*)kern_tree_batch_kernel<OP, TYPE, KERN_PROTO_LL>, nullptr,
+      (const void*)kern_tree_batch_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
   if (b == nullptr) {
     cudaFuncAttributes attr;
     cudaError_t e = cudaSuccess;
-    for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++)
+    for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++) {
       e = cudaFuncGetAttributes(&attr, fns[p]);
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, tree_fn);
+      if (e == cudaSuccess && tree_fns[p] != nullptr) e = cudaFuncGetAttributes(&attr, tree_fns[p]);
+    }
     return e;
   }
   const unsigned maxt[KERN_PROTO_NUM] = {coll_max_threads<OP, TYPE, KERN_PROTO_LL>(),
@@ -382,7 +386,9 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   unsigned grid, nt;
   coll_batch_dims(b, tree ? (unsigned)tree_max_threads<OP, TYPE>() : maxt[proto],
                   (unsigned)sizeof(typename red<OP, TYPE>::B), &grid, &nt);
-  return kern_launch_prefix(tree ? tree_fn : fns[proto], grid, nt, b,
+  const void* fn = tree ? tree_fns[proto] : fns[proto];
+  if (fn == nullptr) return cudaErrorInvalidValue; /* refused by the launch check before */
+  return kern_launch_prefix(fn, grid, nt, b,
                             KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }
 

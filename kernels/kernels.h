@@ -275,13 +275,14 @@ typedef struct kern_channel {
   const int32_t* ranks; /* device memory: the ring's ranks in ring order (nranks entries) */
 } kern_channel_t;
 
-/* One tree channel (NCCL_ALGO_TREE: AllReduce, Simple): this rank's links in the channel's tree,
- * and a connection each way with every one of them. Inside a node the tree is the chain of its
- * ranks in ring order; across nodes, NCCL's double binary tree over the nodes' first ranks
- * (graph.h). up: the parent (-1 at the root); down[]: the children (-1 where absent, in any
+/* One tree channel (NCCL_ALGO_TREE: AllReduce, Simple or LL): this rank's links in the
+ * channel's tree, and a connection each way with every one of them. Inside a node the tree is the
+ * chain of its ranks in ring order; across nodes, NCCL's double binary tree over the nodes' first
+ * ranks (graph.h). up: the parent (-1 at the root); down[]: the children (-1 where absent, in any
  * slot). The reduction goes up (children's partial sums in down_recv, this rank's to up_send),
  * the result comes down (up_recv, then to every child through down_send). Every connection of
- * the channel has the same Simple slot, so both ends of each cut the data into the same steps. */
+ * the channel has the same slot per protocol, so both ends of each cut the data into the same
+ * steps. */
 #define KERN_TREE_ARITY 3
 typedef struct kern_tree {
   kern_conn_t up_send;

@@ -165,9 +165,10 @@ static ncclResult_t enq_tree_links(const enq_comm_t* dp, int tree_nch, kern_tree
 }
 
 /* The tree channels' connection requests into reqs (at most 8 per channel): with the parent,
- * a send end (up) and a receive end (down); with each child the mirror. Simple buffers only. */
-static int enq_tree_reqs(enq_comm_t* dp, int tree_nch, kern_tree_t* htree, uint32_t simple_slot,
-                         transport_req_t* reqs) {
+ * a send end (up) and a receive end (down); with each child the mirror. Buffers of slots[p]
+ * bytes for the protocols the tree runs (Simple, and LL where the ring has it; 0: none). */
+static int enq_tree_reqs(enq_comm_t* dp, int tree_nch, kern_tree_t* htree,
+                         const uint32_t slots[KERN_PROTO_NUM], transport_req_t* reqs) {
   int k = 0;
   for (int c = 0; c < tree_nch; c++) {
     kern_tree_t* kt = &htree[c];
@@ -187,22 +188,31 @@ static int enq_tree_reqs(enq_comm_t* dp, int tree_nch, kern_tree_t* htree, uint3
                                     .out = &kt->down_send[i], .key = &dt->down_send[i]};
     }
   }
-  for (int i = 0; i < k; i++) reqs[i].slot_bytes[KERN_PROTO_SIMPLE] = simple_slot;
+  for (int i = 0; i < k; i++)
+    for (int p = 0; p < KERN_PROTO_NUM; p++) reqs[i].slot_bytes[p] = slots[p];
   return k;
 }
 
 /* After the connect: every tree connection (the ends reqs[0..n) were made into) must have the
- * Simple slot asked for, since both ends of each cut their steps from it (kern_tree.cuh). */
+ * slots asked for, since every end of a tree channel cuts its steps from the first end's slot
+ * (kern_tree.cuh): Simple's exactly; LL's at least (the network shares the Simple buffer among
+ * the protocols, so its LL slot is Simple's), which holds the plan's chunk, at most the ring's
+ * LL step, everywhere. */
 static ncclResult_t enq_tree_check(const enq_comm_t* dp, const transport_req_t* reqs, int n,
-                                   uint32_t simple_slot) {
+                                   const uint32_t slots[KERN_PROTO_NUM]) {
+  static const char* const names[KERN_PROTO_NUM] = {"LL", "LL128", "Simple"};
   for (int j = 0; j < n; j++) {
     const kern_conn_t* e = reqs[j].out;
-    if (e->connected && e->slot_bytes[KERN_PROTO_SIMPLE] == simple_slot) continue;
-    WARN("rank %d: tree connection %#x with rank %d has a Simple slot of %u bytes (connected "
-         "%u), not the %u asked for; the tree's steps would not agree",
-         dp->rank, (unsigned)reqs[j].id, reqs[j].peer, e->slot_bytes[KERN_PROTO_SIMPLE],
-         e->connected, simple_slot);
-    return ncclInternalError;
+    for (int p = 0; p < KERN_PROTO_NUM; p++) {
+      const uint32_t got = e->slot_bytes[p];
+      if (slots[p] == 0 ||
+          (e->connected && (p == KERN_PROTO_SIMPLE ? got == slots[p] : got >= slots[p])))
+        continue;
+      WARN("rank %d: tree connection %#x with rank %d has a %s slot of %u bytes (connected %u), "
+           "not the %u asked for; the tree's steps would not agree",
+           dp->rank, (unsigned)reqs[j].id, reqs[j].peer, names[p], got, e->connected, slots[p]);
+      return ncclInternalError;
+    }
   }
   return ncclSuccess;
 }
@@ -316,13 +326,16 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
         reqs[k].slot_bytes[KERN_PROTO_SIMPLE] = 128;
       }
   }
-  const uint32_t tree_slot = tp.slot_bytes[KERN_PROTO_SIMPLE];
+  /* The tree's protocols (kern_tree.cuh: Simple, LL) with the ring's slots. */
+  uint32_t tree_slots[KERN_PROTO_NUM] = {0};
+  tree_slots[KERN_PROTO_SIMPLE] = tp.slot_bytes[KERN_PROTO_SIMPLE];
+  tree_slots[KERN_PROTO_LL] = tp.slot_bytes[KERN_PROTO_LL];
   const int tree_first = k;
-  if (tree_nch > 0) k += enq_tree_reqs(dp, tree_nch, htree, tree_slot, reqs + k);
+  if (tree_nch > 0) k += enq_tree_reqs(dp, tree_nch, htree, tree_slots, reqs + k);
   ncclResult_t res = ncclSuccess;
   if (n > 1) res = transport_connect(dp->transport, reqs, k, ENQ_TAG_RING);
   if (res == ncclSuccess && tree_nch > 0) {
-    res = enq_tree_check(dp, reqs + tree_first, k - tree_first, tree_slot);
+    res = enq_tree_check(dp, reqs + tree_first, k - tree_first, tree_slots);
     if (res == ncclSuccess)
       res = enq_upload(dp, dp->dev_tree, htree, sizeof(kern_tree_t) * (size_t)tree_nch);
   }

@@ -71,7 +71,8 @@ ncclResult_t tune_create(const tune_topo_t* topo, uint64_t comm_hash, int rank, 
   uint32_t algo_usable = topo->algo_mask & (1u << NCCL_ALGO_RING);
   if (topo->direct_ctas > 0 && kern_proto_step_capacity(KERN_PROTO_LL, topo->direct_slot_bytes) > 0)
     algo_usable |= topo->algo_mask & TUNE_ALGO_DIRECT_MASK;
-  if (topo->tree_nchannels > 0 && tune_model_capacity(topo, NCCL_PROTO_SIMPLE) > 0)
+  if (topo->tree_nchannels > 0 && (tune_model_capacity(topo, NCCL_PROTO_SIMPLE) > 0 ||
+                                   tune_model_capacity(topo, NCCL_PROTO_LL) > 0))
     algo_usable |= topo->algo_mask & (1u << NCCL_ALGO_TREE);
   uint32_t proto_usable = 0;
   for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
@@ -131,7 +132,7 @@ static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nu
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
       table[a][p] = (float)NCCL_ALGO_PROTO_IGNORE;
       if (!(algos & (1u << a)) || !(t->proto_usable & (1u << p))) continue;
-      /* The tree runs Simple only, OneShot and TwoShot LL only (tune_protos_for_algo). */
+      /* The tree runs Simple and LL, OneShot and TwoShot LL only (tune_protos_for_algo). */
       if (!(tune_protos_for_algo(a) & (1u << p))) continue;
       if (TUNE_ALGO_DIRECT_MASK & (1u << a)) {
         /* LL lines over the direct connections, whatever the ring's buffers. */

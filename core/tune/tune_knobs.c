@@ -202,7 +202,7 @@ uint32_t tune_algos_for(int coll, uint32_t algo_mask) {
 }
 
 uint32_t tune_protos_for_algo(int algo) {
-  if (algo == NCCL_ALGO_TREE) return 1u << NCCL_PROTO_SIMPLE;
+  if (algo == NCCL_ALGO_TREE) return TUNE_TREE_PROTOS;
   if (TUNE_ALGO_DIRECT_MASK & (1u << algo)) return 1u << NCCL_PROTO_LL;
   return TUNE_PROTO_ALL;
 }
@@ -212,7 +212,7 @@ int tune_tree_wanted(int nnodes) {
   if (tune_knobs_read(&algo, &proto) != ncclSuccess) return 0;
   const uint32_t tree = 1u << NCCL_ALGO_TREE;
   if (!(algo.allow[ncclFuncAllReduce] & tree) ||
-      !(proto.allow[ncclFuncAllReduce] & (1u << NCCL_PROTO_SIMPLE)))
+      !(proto.allow[ncclFuncAllReduce] & TUNE_TREE_PROTOS))
     return 0;
   return nnodes > 1 || (algo.named[ncclFuncAllReduce] & tree) != 0;
 }
@@ -255,14 +255,14 @@ ncclResult_t tune_knobs_check(const tune_knob_t* algo, const tune_knob_t* proto,
           tune_coll_name(c));
       return ncclInvalidUsage;
     }
-    /* The tree runs Simple only, OneShot and TwoShot LL only: a pair must be left. */
+    /* The tree runs Simple and LL, OneShot and TwoShot LL only: a pair must be left. */
     bool pair = false;
     for (int a = 0; a < TUNE_NUM_ALGOS && !pair; a++)
       pair = (algo->allow[c] & usable & (1u << a)) &&
              (proto->allow[c] & proto_mask & tune_protos_for_algo(a));
     if (!pair) {
       WARN("NCCL_ALGO=\"%s\" and NCCL_PROTO=\"%s\" together leave %s nothing to run: %s "
-           "allowed by the first, %s by the second, and the tree runs Simple only, OneShot and "
+           "allowed by the first, %s by the second, and the tree runs Simple and LL, OneShot and "
            "TwoShot LL only; allow the ring, or a protocol of the algorithm you name",
            algo->value, proto->value, tune_coll_name(c),
            tune_mask_names(algo->allow[c] & usable, tune_algo_name, TUNE_NUM_ALGOS, allowed,

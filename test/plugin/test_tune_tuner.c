@@ -216,8 +216,8 @@ static void case_force_channels_clamped(void) {
 }
 
 /* Tree channels made (2 hosts of 4, the network between): a tuner forcing Tree/Simple on 2
- * channels is honoured, the table it saw priced the tree's Simple only; LL on the tree (not built)
- * is ignored like any unusable entry. */
+ * channels is honoured, the table it saw priced the tree's Simple and LL; LL128 on the tree (not
+ * built) is ignored like any unusable entry. */
 static void case_force_tree(void) {
   env_base();
   mock_tuner_state_t* s = use_mock(version);
@@ -246,7 +246,7 @@ static void case_force_tree(void) {
              c.chunk_bytes <= kern_proto_step_capacity(NCCL_PROTO_SIMPLE, 524288));
   if (version >= 3) {
     CHECK_TRUE(s->table_in[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] > 0);
-    CHECK_TRUE(s->table_in[NCCL_ALGO_TREE][NCCL_PROTO_LL] == -1.0f);
+    CHECK_TRUE(s->table_in[NCCL_ALGO_TREE][NCCL_PROTO_LL] > 0);
     CHECK_TRUE(s->table_in[NCCL_ALGO_TREE][NCCL_PROTO_LL128] == -1.0f);
   }
   /* Broadcast has no tree: the tuner's Tree is ignored there. */

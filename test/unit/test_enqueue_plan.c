@@ -198,10 +198,10 @@ static void case_refused(void) {
   tune_destroy(t);
 }
 
-/* The tree (AllReduce, Simple) where tree channels were made, forced (run alone, with
+/* The tree (AllReduce, Simple or LL) where tree channels were made, forced (run alone, with
  * NCCL_ALGO=allreduce:tree: meson's enqueue-plan-tree): every size gets a tree plan the kernels
- * take, its key apart from the ring's; a model that chose the tree where none was connected is
- * refused. */
+ * take (LL somewhere small, Simple for the largest), its key apart from the ring's; a model that
+ * chose the tree where none was connected is refused. */
 static void case_tree(void) {
   const char* algo = getenv("NCCL_ALGO");
   CHECK_MSG(algo != NULL && strcmp(algo, "allreduce:tree") == 0,
@@ -212,21 +212,26 @@ static void case_tree(void) {
   tune_t* t = NULL;
   CHECK_EQ_INT(tune_create(&tp, 0x7ee, 0, &t), ncclSuccess);
   if (t == NULL) return;
+  uint32_t protos = 0;
   for (uint64_t bytes = 8; bytes <= (1ull << 30); bytes *= 8) {
     enq_op_t op = {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
                    .count = bytes / 4 ? bytes / 4 : 1};
     enq_plan_t p;
     CHECK_EQ_INT(enqueue_plan_make(t, &op, 16, 1, tp.slot_bytes, 8, 4, &p), ncclSuccess);
-    CHECK_MSG(p.algo == NCCL_ALGO_TREE && p.proto == NCCL_PROTO_SIMPLE && p.nchannels >= 1 &&
-                  p.nchannels <= 4,
+    CHECK_MSG(p.algo == NCCL_ALGO_TREE &&
+                  (p.proto == NCCL_PROTO_SIMPLE || p.proto == NCCL_PROTO_LL) &&
+                  p.nchannels >= 1 && p.nchannels <= 4,
               "%llu bytes: algorithm %d protocol %d on %d channels", (unsigned long long)bytes,
               p.algo, p.proto, p.nchannels);
+    protos |= 1u << p.proto;
     const enq_batch_key_t k = enqueue_plan_batch_key(&op, &p);
-    CHECK_TRUE(k.tree == 1 && k.proto == KERN_PROTO_SIMPLE);
+    CHECK_TRUE(k.tree == 1 && k.proto == p.proto);
     err_clear_last();
     CHECK_EQ_INT(enqueue_plan_make(t, &op, 16, 1, tp.slot_bytes, 8, 0, &p), ncclInternalError);
     CHECK_CONTAINS(err_last(), "the model chose the tree");
   }
+  CHECK_MSG(protos == (1u << NCCL_PROTO_LL | 1u << NCCL_PROTO_SIMPLE),
+            "protocols the forced tree got over 8 B..1 GiB: mask %#x, want LL and Simple", protos);
   /* Broadcast keeps the ring: its key is not the tree's. */
   enq_op_t bc = {.kind = ENQ_BROADCAST, .type = ncclFloat32, .count = 1024};
   enq_plan_t p;

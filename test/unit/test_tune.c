@@ -454,7 +454,7 @@ static void case_oneshot_unmade(void) {
   tune_destroy(t);
 }
 
-/* ---- The tree (AllReduce, Simple) ---------------------------------------------------------- */
+/* ---- The tree (AllReduce, Simple and LL) --------------------------------------------------- */
 
 /* n nodes of 8 H100s (NVLink inside, a 400 Gb/s NIC per GPU between), the ring over the network
  * (8 channels), and the tree channels the data path makes for several hosts. */
@@ -468,7 +468,7 @@ static tune_topo_t tree_topo(int nnodes, int tree_nch) {
 }
 
 /* When the communicator makes tree channels: several hosts unless the knobs leave AllReduce no
- * tree with Simple; one host only when NCCL_ALGO names the tree for AllReduce. One environment
+ * tree with Simple or LL; one host only when NCCL_ALGO names the tree for AllReduce. One environment
  * per case (the parameter table reads a variable once per process). */
 static void tree_wanted_is(const char* algo, const char* proto, int one, int two) {
   env_quiet();
@@ -486,15 +486,15 @@ static void case_tree_wanted_list(void) { tree_wanted_is("Tree,Ring", NULL, 1, 1
 static void case_tree_wanted_other(void) { tree_wanted_is("broadcast:tree", NULL, 0, 1); }
 static void case_tree_wanted_excluded(void) { tree_wanted_is("^tree", NULL, 0, 0); }
 static void case_tree_wanted_ring(void) { tree_wanted_is("allreduce:ring", NULL, 0, 0); }
-static void case_tree_wanted_no_simple(void) { tree_wanted_is(NULL, "allreduce:LL,LL128", 0, 0); }
+static void case_tree_wanted_ll(void) { tree_wanted_is(NULL, "allreduce:LL,LL128", 0, 1); }
+static void case_tree_wanted_ll128(void) { tree_wanted_is(NULL, "allreduce:LL128", 0, 0); }
 /* Malformed: tune_create reports it, not this. */
 static void case_tree_wanted_bad(void) { tree_wanted_is(NULL, "allreduce:", 0, 0); }
 
 /* The model's choice with tree channels: at 16 nodes (128 ranks) the tree's 2 x (7 NVLink + 4
- * network) hops beat the ring's 2 x 127 for small and medium AllReduces; at 2 nodes the ring's
- * 2 x 15 with LL beat the tree's Simple steps up to 64 KB at least (from some size on, the ring's
- * rounds of 30 steps each make the tree cheaper, as NCCL picks its tree for large AllReduces
- * across nodes). No other collective, and no protocol but Simple, ever gets the tree. */
+ * network) hops beat the ring's 2 x 127 for small and medium AllReduces, with LL for the small
+ * ones; at 2 nodes too the tree's 2 x (7 + 1) LL hops beat the ring's 2 x 15 for small
+ * AllReduces. No other collective, and no protocol but Simple and LL, ever gets the tree. */
 static void case_tree_model(void) {
   env_quiet();
   tune_topo_t big = tree_topo(16, 8), small = tree_topo(2, 8);
@@ -510,21 +510,26 @@ static void case_tree_model(void) {
       CHECK_EQ_INT(tune_choose(tb, colls[k], n, 1, &c), ncclSuccess);
       if (c.algo != NCCL_ALGO_TREE) check_choice("16 nodes, tree", &big, colls[k], n, &c);
       if (c.algo == NCCL_ALGO_TREE) {
-        CHECK_MSG(colls[k] == ncclFuncAllReduce && c.proto == NCCL_PROTO_SIMPLE &&
+        CHECK_MSG(colls[k] == ncclFuncAllReduce &&
+                      (c.proto == NCCL_PROTO_SIMPLE || c.proto == NCCL_PROTO_LL) &&
                       c.nchannels >= 1 && c.nchannels <= big.tree_nchannels,
                   "16 nodes: %s %llu bytes: tree with protocol %d on %d channels",
                   tune_coll_name(colls[k]), (unsigned long long)n, c.proto, c.nchannels);
         tree_sizes++;
       }
       CHECK_EQ_INT(tune_choose(ts, colls[k], n, 1, &c), ncclSuccess);
-      CHECK_MSG(c.algo == NCCL_ALGO_RING || (colls[k] == ncclFuncAllReduce && n > 65536),
+      CHECK_MSG(c.algo == NCCL_ALGO_RING || colls[k] == ncclFuncAllReduce,
                 "2 nodes: %s %llu bytes: algorithm %d, not the ring",
                 tune_coll_name(colls[k]), (unsigned long long)n, c.algo);
     }
   }
   tune_choice_t c;
   CHECK_EQ_INT(tune_choose(tb, ncclFuncAllReduce, 8, 1, &c), ncclSuccess);
-  CHECK_MSG(c.algo == NCCL_ALGO_TREE, "16 nodes, AllReduce 8 B: algorithm %d", c.algo);
+  CHECK_MSG(c.algo == NCCL_ALGO_TREE && c.proto == NCCL_PROTO_LL,
+            "16 nodes, AllReduce 8 B: algorithm %d protocol %d", c.algo, c.proto);
+  CHECK_EQ_INT(tune_choose(ts, ncclFuncAllReduce, 8, 1, &c), ncclSuccess);
+  CHECK_MSG(c.algo == NCCL_ALGO_TREE && c.proto == NCCL_PROTO_LL,
+            "2 nodes, AllReduce 8 B: algorithm %d protocol %d", c.algo, c.proto);
   CHECK_EQ_INT(tune_choose(tb, ncclFuncAllReduce, 1 << 20, 1, &c), ncclSuccess);
   CHECK_MSG(c.algo == NCCL_ALGO_TREE, "16 nodes, AllReduce 1 MB: algorithm %d", c.algo);
   CHECK_TRUE(tree_sizes > 0);
@@ -532,8 +537,9 @@ static void case_tree_model(void) {
   tune_destroy(ts);
 }
 
-/* Forced for AllReduce: the tree with Simple at every size, its channels within the tree's, its
- * chunk a pipeline's (whole 16 bytes within a slot); the other collectives keep the ring. */
+/* Forced for AllReduce: the tree with Simple or LL at every size (LL for 8 B, Simple for 1 GiB),
+ * its channels within the tree's, its chunk a pipeline's (whole 16 bytes within the protocol's
+ * step); the other collectives keep the ring. */
 static void case_tree_forced(void) {
   env_quiet();
   setenv("NCCL_ALGO", "allreduce:tree", 1);
@@ -546,35 +552,63 @@ static void case_tree_forced(void) {
     const uint64_t n = size_at(i);
     tune_choice_t c;
     CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, n, 1, &c), ncclSuccess);
-    CHECK_MSG(c.algo == NCCL_ALGO_TREE && c.proto == NCCL_PROTO_SIMPLE && c.nchannels >= 1 &&
+    const uint32_t pcap =
+        c.proto == NCCL_PROTO_LL || c.proto == NCCL_PROTO_SIMPLE
+            ? kern_proto_step_capacity((kern_proto_t)c.proto, topo.slot_bytes[c.proto])
+            : 0;
+    CHECK_MSG(c.algo == NCCL_ALGO_TREE && pcap > 0 && c.nchannels >= 1 &&
                   c.nchannels <= 4 && c.chunk_bytes >= 16 && c.chunk_bytes % 16 == 0 &&
-                  c.chunk_bytes <= cap && c.time_us > 0,
+                  c.chunk_bytes <= pcap && c.time_us > 0,
               "%llu bytes: algorithm %d protocol %d, %d channels, chunk %u, %.1f us",
               (unsigned long long)n, c.algo, c.proto, c.nchannels, c.chunk_bytes,
               (double)c.time_us);
     CHECK_EQ_INT(tune_choose(t, ncclFuncBroadcast, n, 1, &c), ncclSuccess);
     CHECK_TRUE(c.algo == NCCL_ALGO_RING);
   }
-  /* Large: many steps per channel, for the pipeline (at least 64 KiB each). */
   tune_choice_t c;
+  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, 8, 1, &c), ncclSuccess);
+  CHECK_MSG(c.proto == NCCL_PROTO_LL, "8 B: protocol %d", c.proto);
+  /* Large: Simple, many steps per channel, for the pipeline (at least 64 KiB each). */
   CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, (uint64_t)1 << 30, 1, &c), ncclSuccess);
-  CHECK_MSG(c.chunk_bytes >= 65536 && c.chunk_bytes <= cap, "1 GiB: chunk %u", c.chunk_bytes);
+  CHECK_MSG(c.proto == NCCL_PROTO_SIMPLE && c.chunk_bytes >= 65536 && c.chunk_bytes <= cap,
+            "1 GiB: protocol %d chunk %u", c.proto, c.chunk_bytes);
   tune_destroy(t);
 }
 
-/* Refusals: the tree named where no tree channel was made; the tree with LL only. */
+/* Forced onto the tree with LL: LL at every size, within LL's step. */
+static void case_tree_ll_forced(void) {
+  env_quiet();
+  setenv("NCCL_ALGO", "allreduce:tree", 1);
+  setenv("NCCL_PROTO", "allreduce:LL", 1);
+  tune_topo_t topo = tree_topo(4, 4);
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  const uint32_t cap = kern_proto_step_capacity(KERN_PROTO_LL, topo.slot_bytes[NCCL_PROTO_LL]);
+  for (int i = 0; i < NSIZES; i++) {
+    tune_choice_t c;
+    CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, size_at(i), 1, &c), ncclSuccess);
+    CHECK_MSG(c.algo == NCCL_ALGO_TREE && c.proto == NCCL_PROTO_LL && c.chunk_bytes >= 16 &&
+                  c.chunk_bytes % 16 == 0 && c.chunk_bytes <= cap,
+              "%llu bytes: algorithm %d protocol %d chunk %u (LL step %u)",
+              (unsigned long long)size_at(i), c.algo, c.proto, c.chunk_bytes, cap);
+  }
+  tune_destroy(t);
+}
+
+/* Refusals: the tree named where no tree channel was made; the tree with LL128 only. */
 static void case_tree_unmade(void) {
   env_quiet();
   setenv("NCCL_ALGO", "allreduce:tree", 1);
   tune_topo_t none = tree_topo(2, 0);
   check_create_refused(&none, "it allows Tree for AllReduce, and Choir builds Ring only");
 }
-static void case_tree_ll_only(void) {
+static void case_tree_ll128_only(void) {
   env_quiet();
   setenv("NCCL_ALGO", "allreduce:tree", 1);
-  setenv("NCCL_PROTO", "allreduce:LL", 1);
+  setenv("NCCL_PROTO", "allreduce:LL128", 1);
   tune_topo_t topo = tree_topo(2, 4);
-  check_create_refused(&topo, "the tree runs Simple only");
+  check_create_refused(&topo, "the tree runs Simple and LL");
 }
 /* Excluded: never chosen, even where the model prefers it. */
 static void case_tree_excluded(void) {
@@ -1191,12 +1225,14 @@ int main(int argc, char** argv) {
   fork_case("tree_wanted_other", case_tree_wanted_other);
   fork_case("tree_wanted_excluded", case_tree_wanted_excluded);
   fork_case("tree_wanted_ring", case_tree_wanted_ring);
-  fork_case("tree_wanted_no_simple", case_tree_wanted_no_simple);
+  fork_case("tree_wanted_ll", case_tree_wanted_ll);
+  fork_case("tree_wanted_ll128", case_tree_wanted_ll128);
   fork_case("tree_wanted_bad", case_tree_wanted_bad);
   fork_case("tree_model", case_tree_model);
   fork_case("tree_forced", case_tree_forced);
   fork_case("tree_unmade", case_tree_unmade);
-  fork_case("tree_ll_only", case_tree_ll_only);
+  fork_case("tree_ll_forced", case_tree_ll_forced);
+  fork_case("tree_ll128_only", case_tree_ll128_only);
   fork_case("tree_excluded", case_tree_excluded);
   fork_case("oneshot_unavailable", case_oneshot_unavailable);
   fork_case("model_formula", case_model_formula);
