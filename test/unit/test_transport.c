@@ -8,6 +8,7 @@
  *   test-transport GROUP   GROUP: rules, wire, shm, threads, procs, faults, knobs
  */
 #include <dirent.h>
+#include <errno.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -114,6 +115,12 @@ static ncclResult_t fake_dev_alloc(size_t bytes, void** ptr_p) {
   snprintf(name, sizeof(name), "/choirfake-%d-%u", (int)getpid(),
            atomic_fetch_add(&fake_counter, 1u));
   int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    /* Only a process with this pid names segments so: a killed rank of an earlier run whose pid
+     * came round again. Its segment is garbage. */
+    shm_unlink(name);
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  }
   if (fd < 0) return ncclSystemError;
   size_t map_bytes = bytes + FAKE_SKEW;
   if (ftruncate(fd, (off_t)map_bytes) != 0) {
@@ -232,6 +239,21 @@ static int shm_names(const char* prefix) {
   while ((e = readdir(d)) != NULL) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
   closedir(d);
   return n;
+}
+
+/* Removes the fake's segments of process pid ("choirfake-<pid>-"). */
+static void fake_unlink_pid(pid_t pid) {
+  char prefix[32], name[300];
+  snprintf(prefix, sizeof(prefix), "choirfake-%d-", (int)pid);
+  DIR* d = opendir("/dev/shm");
+  if (d == NULL) return;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL)
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+      snprintf(name, sizeof(name), "/%s", e->d_name);
+      shm_unlink(name);
+    }
+  closedir(d);
 }
 
 /* Segments this process's transports left named ("choir-<pid>-"). */
@@ -1010,6 +1032,7 @@ static int run_procs(const job_t* j) {
   for (int r = 0; r < j->nranks; r++) {
     int st = 0;
     waitpid(pids[r], &st, 0);
+    if (r == j->killed) fake_unlink_pid(pids[r]); /* it could not remove its own names */
     if (r == j->killed ? !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL
                        : !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       fprintf(stderr, "rank %d (pid %d) failed: status 0x%x\n", r, (int)pids[r], st);
