@@ -178,6 +178,29 @@ ncclResult_t cumem_free(void* ptr);
 ncclResult_t mem_calloc(void** ptr_p, size_t nmemb, size_t size);
 #define MEM_CALLOC(ptr_p, n) mem_calloc((void**)(ptr_p), (n), sizeof(**(ptr_p)))
 
+/* ---- Descriptors between local processes (base_ipcsock.c) -------------------------------- */
+
+/* A datagram Unix socket in the abstract namespace named by (key, rank): the processes of one
+ * host hand each other file descriptors (SCM_RIGHTS) through it. */
+typedef struct {
+  int fd; /* -1 when closed */
+  uint64_t key;
+  int rank;
+  int dropped; /* malformed messages received and thrown away */
+} ipcsock_t;
+
+/* Binds (key, rank); ncclInvalidUsage when that name is taken in this network namespace. */
+ncclResult_t ipcsock_open(ipcsock_t* s, uint64_t key, int rank);
+void ipcsock_close(ipcsock_t* s);
+/* Sends a duplicate of fd with tag to rank peer of the same key, waiting up to timeout_ms for
+ * its socket to exist and have room; ncclRemoteError naming the peer after that. */
+ncclResult_t ipcsock_send_fd(ipcsock_t* s, int peer, int fd, uint64_t tag, int timeout_ms);
+/* The next well-formed message of this key: sender's rank, the descriptor (the caller's to
+ * close) and the tag; malformed ones are dropped (counted in s->dropped). ncclRemoteError after
+ * timeout_ms without one. */
+ncclResult_t ipcsock_recv_fd(ipcsock_t* s, int* peer_p, int* fd_p, uint64_t* tag_p,
+                             int timeout_ms);
+
 /* ---- Sockets (base_socket.c) ------------------------------------------------------------- */
 
 #include <netinet/in.h>
