@@ -125,10 +125,10 @@ PARAM_INT(LL128_BUFFSIZE, "NCCL_LL128_BUFFSIZE", 4915200,
           "each data)")
 PARAM_STR(ALGO, "NCCL_ALGO", NULL,
           "algorithms the plan may use: a list (ring,tree), ^ to exclude, or per collective "
-          "(allreduce:tree,ring;broadcast:ring); Choir runs Ring, Tree (AllReduce, Simple and LL; made "
-          "across hosts, or on one when this names it for AllReduce) and OneShot/TwoShot within a "
-          "node (NCCL's other names parse; a setting that leaves none of these fails with a "
-          "message)")
+          "(allreduce:tree,ring;broadcast:ring); Choir runs Ring, Tree (AllReduce, Simple and "
+          "LL; made across hosts, or on one when this names it for AllReduce) and OneShot/TwoShot "
+          "within a node (NCCL's other names parse; a setting that leaves none of these fails "
+          "with a message)")
 PARAM_STR(PROTO, "NCCL_PROTO", NULL,
           "protocols the plan may use: LL, LL128, Simple as a list, ^ to exclude, or per "
           "collective (allreduce:LL,Simple;allgather:^LL128)")

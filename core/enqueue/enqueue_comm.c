@@ -200,7 +200,6 @@ static int enq_tree_reqs(enq_comm_t* dp, int tree_nch, kern_tree_t* htree,
  * LL step, everywhere. */
 static ncclResult_t enq_tree_check(const enq_comm_t* dp, const transport_req_t* reqs, int n,
                                    const uint32_t slots[KERN_PROTO_NUM]) {
-  static const char* const names[KERN_PROTO_NUM] = {"LL", "LL128", "Simple"};
   for (int j = 0; j < n; j++) {
     const kern_conn_t* e = reqs[j].out;
     for (int p = 0; p < KERN_PROTO_NUM; p++) {
@@ -210,7 +209,8 @@ static ncclResult_t enq_tree_check(const enq_comm_t* dp, const transport_req_t* 
         continue;
       WARN("rank %d: tree connection %#x with rank %d has a %s slot of %u bytes (connected %u), "
            "not the %u asked for; the tree's steps would not agree",
-           dp->rank, (unsigned)reqs[j].id, reqs[j].peer, names[p], got, e->connected, slots[p]);
+           dp->rank, (unsigned)reqs[j].id, reqs[j].peer, kern_proto_name(p), got, e->connected,
+           slots[p]);
       return ncclInternalError;
     }
   }
@@ -326,10 +326,10 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
         reqs[k].slot_bytes[KERN_PROTO_SIMPLE] = 128;
       }
   }
-  /* The tree's protocols (kern_tree.cuh: Simple, LL) with the ring's slots. */
+  /* The tree's protocols (TUNE_TREE_PROTOS) with the ring's slots. */
   uint32_t tree_slots[KERN_PROTO_NUM] = {0};
-  tree_slots[KERN_PROTO_SIMPLE] = tp.slot_bytes[KERN_PROTO_SIMPLE];
-  tree_slots[KERN_PROTO_LL] = tp.slot_bytes[KERN_PROTO_LL];
+  for (int p = 0; p < KERN_PROTO_NUM; p++)
+    if (TUNE_TREE_PROTOS & (1u << p)) tree_slots[p] = tp.slot_bytes[p];
   const int tree_first = k;
   if (tree_nch > 0) k += enq_tree_reqs(dp, tree_nch, htree, tree_slots, reqs + k);
   ncclResult_t res = ncclSuccess;

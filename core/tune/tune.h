@@ -102,8 +102,8 @@ ncclResult_t tune_protocols_for_link(tune_link_t link, uint32_t* mask_p);
 /* Whether a communicator over nnodes hosts should connect tree channels: NCCL_ALGO and
  * NCCL_PROTO leave AllReduce the tree with Simple or LL, and either there are several hosts
  * (where the model may pick it) or NCCL_ALGO names the tree for AllReduce (inside one node the
- * tree is a chain, which the ring beats; it is made only when asked for). A malformed knob gives 0 here
- * (tune_create reports it). Equal on every rank given equal environments. */
+ * tree is a chain, which the ring beats; it is made only when asked for). A malformed knob gives
+ * 0 here (tune_create reports it). Equal on every rank given equal environments. */
 int tune_tree_wanted(int nnodes);
 
 typedef struct tune tune_t; /* one per communicator */

@@ -71,9 +71,9 @@ ncclResult_t tune_create(const tune_topo_t* topo, uint64_t comm_hash, int rank, 
   uint32_t algo_usable = topo->algo_mask & (1u << NCCL_ALGO_RING);
   if (topo->direct_ctas > 0 && kern_proto_step_capacity(KERN_PROTO_LL, topo->direct_slot_bytes) > 0)
     algo_usable |= topo->algo_mask & TUNE_ALGO_DIRECT_MASK;
-  if (topo->tree_nchannels > 0 && (tune_model_capacity(topo, NCCL_PROTO_SIMPLE) > 0 ||
-                                   tune_model_capacity(topo, NCCL_PROTO_LL) > 0))
-    algo_usable |= topo->algo_mask & (1u << NCCL_ALGO_TREE);
+  for (int p = 0; p < NCCL_NUM_PROTOCOLS && topo->tree_nchannels > 0; p++)
+    if ((TUNE_TREE_PROTOS & (1u << p)) && tune_model_capacity(topo, p) > 0)
+      algo_usable |= topo->algo_mask & (1u << NCCL_ALGO_TREE);
   uint32_t proto_usable = 0;
   for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
     if (tune_model_capacity(topo, p) > 0) proto_usable |= 1u << p;

@@ -468,8 +468,8 @@ static tune_topo_t tree_topo(int nnodes, int tree_nch) {
 }
 
 /* When the communicator makes tree channels: several hosts unless the knobs leave AllReduce no
- * tree with Simple or LL; one host only when NCCL_ALGO names the tree for AllReduce. One environment
- * per case (the parameter table reads a variable once per process). */
+ * tree with Simple or LL; one host only when NCCL_ALGO names the tree for AllReduce. One
+ * environment per case (the parameter table reads a variable once per process). */
 static void tree_wanted_is(const char* algo, const char* proto, int one, int two) {
   env_quiet();
   if (algo) setenv("NCCL_ALGO", algo, 1);
