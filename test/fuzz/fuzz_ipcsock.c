@@ -4,12 +4,11 @@
  * descriptor; anything else is dropped. No descriptor may leak either way. */
 #include <fcntl.h>
 #include <stddef.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "base.h"
 #include "fuzz_util.h"
+#include "raw_dgram.h"
 
 #define FUZZ_KEY 0x1234ull /* the seed corpus's messages carry it */
 
@@ -40,24 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int before = fz_lowest_free_fd();
   const int nfd = data[0] % 3;
   int fds[2] = {open("/dev/null", O_RDONLY | O_CLOEXEC), open("/dev/null", O_RDONLY | O_CLOEXEC)};
-  union {
-    char buf[CMSG_SPACE(2 * sizeof(int))];
-    struct cmsghdr align;
-  } ctl;
-  memset(&ctl, 0, sizeof(ctl));
-  struct iovec iov = {.iov_base = (void*)(data + 1), .iov_len = size - 1};
-  struct msghdr h = {.msg_name = &fz_addr, .msg_namelen = fz_addr_len, .msg_iov = &iov,
-                     .msg_iovlen = 1};
-  if (nfd > 0) {
-    h.msg_control = ctl.buf;
-    h.msg_controllen = CMSG_SPACE((size_t)nfd * sizeof(int));
-    struct cmsghdr* c = CMSG_FIRSTHDR(&h);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, (size_t)nfd * sizeof(int));
-  }
-  const int sent = sendmsg(fz_raw, &h, MSG_DONTWAIT) >= 0;
+  const int sent = raw_dgram_send(fz_raw, &fz_addr, fz_addr_len, data + 1, size - 1, fds, nfd,
+                                  MSG_DONTWAIT) >= 0;
   close(fds[0]);
   close(fds[1]);
   int from = -1, fd = -1;

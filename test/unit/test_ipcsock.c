@@ -13,6 +13,7 @@
 
 #include "base.h"
 #include "fork_case.h"
+#include "raw_dgram.h"
 
 static uint64_t test_key(void) {
   struct timespec t;
@@ -149,11 +150,8 @@ static void case_strangers(void) {
   int raw = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   CHECK_TRUE(raw >= 0);
   struct sockaddr_un a;
-  memset(&a, 0, sizeof(a));
-  a.sun_family = AF_UNIX;
-  int len = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "choir-ipc-%016llx-%d",
-                     (unsigned long long)key, 0);
-  socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+  socklen_t alen = sizeof(a);
+  CHECK_TRUE(getsockname(s.fd, (struct sockaddr*)&a, &alen) == 0);
   struct {
     uint64_t magic, key, tag;
     int32_t rank, pad;
@@ -169,23 +167,8 @@ static void case_strangers(void) {
     if (i == 2) b.key ^= 1;
     if (i == 3) nfd = 0;
     if (i == 4) nfd = 2;
-    union {
-      char buf[CMSG_SPACE(2 * sizeof(int))];
-      struct cmsghdr align;
-    } ctl;
-    memset(&ctl, 0, sizeof(ctl));
-    struct iovec iov = {.iov_base = &b, .iov_len = blen};
-    struct msghdr h = {.msg_name = &a, .msg_namelen = alen, .msg_iov = &iov, .msg_iovlen = 1};
-    if (nfd > 0) {
-      h.msg_control = ctl.buf;
-      h.msg_controllen = CMSG_SPACE((size_t)nfd * sizeof(int));
-      struct cmsghdr* c = CMSG_FIRSTHDR(&h);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
-      memcpy(CMSG_DATA(c), fds, (size_t)nfd * sizeof(int));
-    }
-    CHECK_MSG(sendmsg(raw, &h, 0) == (ssize_t)blen, "raw datagram %d: %s", i, strerror(errno));
+    CHECK_MSG(raw_dgram_send(raw, &a, alen, &b, blen, fds, nfd, 0) == (ssize_t)blen,
+              "raw datagram %d: %s", i, strerror(errno));
   }
   int good = page_fd(1, 77);
   CHECK_EQ_INT(ipcsock_send_fd(&peer, 0, good, 77, 1000), ncclSuccess);

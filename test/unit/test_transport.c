@@ -230,30 +230,29 @@ static int fake_live(void) {
   return atomic_load(&fake_live_dev) + atomic_load(&fake_live_ipc) + atomic_load(&fake_live_reg);
 }
 
-/* Names in /dev/shm starting with prefix. */
-static int shm_names(const char* prefix) {
+/* Names in /dev/shm starting with prefix; with remove, each is unlinked as well. */
+static int shm_names_at(const char* prefix, bool remove) {
   DIR* d = opendir("/dev/shm");
   if (d == NULL) return 0;
   int n = 0;
   struct dirent* e;
-  while ((e = readdir(d)) != NULL) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  char name[300];
+  while ((e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+    n++;
+    snprintf(name, sizeof(name), "/%s", e->d_name);
+    if (remove) shm_unlink(name);
+  }
   closedir(d);
   return n;
 }
+static int shm_names(const char* prefix) { return shm_names_at(prefix, false); }
 
 /* Removes the fake's segments of process pid ("choirfake-<pid>-"). */
 static void fake_unlink_pid(pid_t pid) {
-  char prefix[32], name[300];
+  char prefix[32];
   snprintf(prefix, sizeof(prefix), "choirfake-%d-", (int)pid);
-  DIR* d = opendir("/dev/shm");
-  if (d == NULL) return;
-  struct dirent* e;
-  while ((e = readdir(d)) != NULL)
-    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
-      snprintf(name, sizeof(name), "/%s", e->d_name);
-      shm_unlink(name);
-    }
-  closedir(d);
+  shm_names_at(prefix, true);
 }
 
 /* Segments this process's transports left named ("choir-<pid>-"). */
