@@ -190,16 +190,19 @@ NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) 
 
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
          ncclWindow_t* win, int winFlags) {
-  API_CHECK_PTR("ncclCommWindowRegister", win);
-  CHECK(comm_check_usable("ncclCommWindowRegister", comm));
-  (void)buff;
-  (void)size;
-  (void)winFlags;
-  return api_missing("ncclCommWindowRegister", "symmetric memory windows");
+  const char* f = "ncclCommWindowRegister";
+  API_CHECK_PTR(f, win);
+  CHECK(comm_check_usable(f, comm));
+  /* A NULL buffer or size 0 still joins the collective: its peers learn why, rather than wait. */
+  if (winFlags != NCCL_WIN_DEFAULT && winFlags != NCCL_WIN_COLL_SYMMETRIC) {
+    WARN("%s: winFlags %#x is not NCCL_WIN_DEFAULT or NCCL_WIN_COLL_SYMMETRIC", f, winFlags);
+    return enqueue_group_fail(ncclInvalidArgument);
+  }
+  return enqueue_group_fail(comm_win_submit(comm, buff, size, win));
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
   CHECK(comm_check_ready("ncclCommWindowDeregister", comm));
-  (void)win;
-  return api_missing("ncclCommWindowDeregister", "symmetric memory windows");
+  if (win == NULL) return ncclSuccess;
+  return comm_win_deregister(comm, win);
 }

@@ -23,32 +23,8 @@
  * would crash); the WARN says why. */
 static const ncclTeam_t api_team_none = {0, 0, 0};
 
-static int api_gcd(int a, int b) {
-  while (b != 0) {
-    const int t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
-int api_lsa_block(const uint64_t* host_hash, size_t stride, int nranks) {
-  int size = 0, run = 1;
-  const char* at = (const char*)host_hash;
-  for (int r = 1; r < nranks; r++) {
-    if (*(const uint64_t*)(at + (size_t)r * stride) ==
-        *(const uint64_t*)(at + (size_t)(r - 1) * stride)) {
-      run++;
-    } else {
-      size = api_gcd(size, run);
-      run = 1;
-    }
-  }
-  return api_gcd(size, run);
-}
-
 static int api_lsa_size(ncclComm_t comm) {
-  return api_lsa_block(&comm->peers[0].host_hash, sizeof(comm->peers[0]), comm->nranks);
+  return sys_lsa_block(&comm->peers[0].host_hash, sizeof(comm->peers[0]), comm->nranks);
 }
 
 /* The communicator is created and has its peers; else a WARN naming func. */
@@ -264,16 +240,12 @@ NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, ncclDevCommRequiremen
   API_CHECK_PTR("ncclDevCommCreate", outDevComm);
   CHECK(comm_check_usable("ncclDevCommCreate", comm));
   memset(outDevComm, 0, sizeof(*outDevComm));
-  CHECK(api_devcomm_refusal(reqs));
-  return api_missing("ncclDevCommCreate",
-                     "building LSA device communicators (they need symmetric windows)");
+  CHECK(enqueue_group_fail(api_devcomm_refusal(reqs)));
+  return enqueue_group_fail(comm_devcomm_submit(comm, reqs, outDevComm));
 }
 
 NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, ncclDevComm_t const* devComm) {
   API_CHECK_PTR("ncclDevCommDestroy", devComm);
   CHECK(comm_check_ready("ncclDevCommDestroy", comm));
-  WARN("ncclDevCommDestroy: devComm %p was not created by ncclDevCommCreate on communicator %p "
-       "(Choir has created no device communicator: building them is not implemented yet)",
-       (const void*)devComm, (void*)comm);
-  return ncclInvalidUsage;
+  return comm_devcomm_destroy(comm, devComm);
 }

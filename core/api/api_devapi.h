@@ -14,11 +14,6 @@
  * with NVIDIA's header by test/abi). */
 #include "nccl_device.h"
 
-/* NCCL's LSA block for nranks ranks whose host hashes are at host_hash, host_hash + stride bytes,
- * ...: ranks of one host in blocks of consecutive world ranks, the same size everywhere: the
- * greatest common divisor of the runs of consecutive ranks that share a host (1 when hosts
- * interleave ranks). */
-int api_lsa_block(const uint64_t* host_hash, size_t stride, int nranks);
 
 /* Some of the pnccl twins, for the tests (every one is exported: NCCL_API). */
 ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,

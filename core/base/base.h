@@ -141,6 +141,11 @@ uint64_t sys_hash(const void* data, size_t size);
 uint64_t sys_hash_mix(uint64_t h, uint64_t v);
 /* Identifies this host (host name and boot id) and this process on it. */
 uint64_t sys_host_hash(void);
+/* NCCL's LSA block for nranks ranks whose host hashes are at host_hash, host_hash + stride bytes,
+ * ...: ranks of one host in blocks of consecutive world ranks, the same size everywhere: the
+ * greatest common divisor of the runs of consecutive ranks that share a host (1 when hosts
+ * interleave ranks). The LSA team of rank r is the block holding r. */
+int sys_lsa_block(const uint64_t* host_hash, size_t stride, int nranks);
 uint64_t sys_pid_hash(void);
 
 /* ---- CUDA runtime wrappers (base_cuda.c) -------------------------------------------------- */
@@ -171,6 +176,28 @@ ncclResult_t cuda_device_mps(int dev, int* on_p);
  * its peers; cudaMalloc with NCCL_CUMEM_ENABLE=0. */
 ncclResult_t cumem_alloc(void** ptr_p, size_t size);
 ncclResult_t cumem_free(void* ptr);
+/* The live ncclMemAlloc allocation holding ptr: its base, size as asked, and whether it is a
+ * cuMem one (else cudaMalloc, NCCL_CUMEM_ENABLE=0). ncclInvalidArgument (no message) if none. */
+ncclResult_t cumem_find(const void* ptr, void** base_p, size_t* size_p, bool* cumem_p);
+/* A file descriptor for the cuMem allocation at base (the caller's to close) and the bytes it
+ * maps (its size rounded to the granularity). */
+ncclResult_t cumem_export_fd(void* base, size_t* mapped_p, int* fd_p);
+/* A reserved virtual range with nmaps allocations mapped into it, each imported from a
+ * descriptor, readable and writable by one device. */
+typedef struct {
+  void* va;
+  size_t size;
+  int nmaps;
+  struct {
+    unsigned long long handle; /* CUmemGenericAllocationHandle */
+    size_t off, size;          /* size 0: not mapped */
+  } * maps;
+} cumem_flat_t;
+ncclResult_t cumem_flat_reserve(cumem_flat_t* f, size_t size, int nmaps);
+/* Map the allocation behind fd (fd stays the caller's) as part i at offset off, for device dev. */
+ncclResult_t cumem_flat_map(cumem_flat_t* f, int i, size_t off, size_t size, int fd, int dev);
+/* Unmap and release every part, free the range. */
+void cumem_flat_free(cumem_flat_t* f);
 
 /* ---- Allocation -------------------------------------------------------------------------- */
 

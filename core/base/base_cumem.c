@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base.h"
 
@@ -96,6 +97,9 @@ static struct {
   CUresult (*get_address_range)(CUdeviceptr*, size_t*, CUdeviceptr);
   CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice);
   CUresult (*get_error_string)(CUresult, const char**);
+  CUresult (*export_handle)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                            unsigned long long);
+  CUresult (*import_handle)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType);
 } cu;
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -119,6 +123,8 @@ static void cu_load(void) {
       {"cuMemGetAddressRange", (void**)&cu.get_address_range},
       {"cuDeviceGetAttribute", (void**)&cu.device_get_attribute},
       {"cuGetErrorString", (void**)&cu.get_error_string},
+      {"cuMemExportToShareableHandle", (void**)&cu.export_handle},
+      {"cuMemImportFromShareableHandle", (void**)&cu.import_handle},
   };
   for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
@@ -257,4 +263,102 @@ static ncclResult_t cumem_release(const cumem_live_t* a) {
   return ncclSuccess;
 fail:
   return res;
+}
+
+/* ---- windows: an allocation's descriptor, and a flat range of mapped allocations ---- */
+
+ncclResult_t cumem_find(const void* ptr, void** base_p, size_t* size_p, bool* cumem_p) {
+  const char* p = (const char*)ptr;
+  ncclResult_t res = ncclInvalidArgument;
+  pthread_mutex_lock(&cumem_live_lock);
+  for (size_t i = 0; i < cumem_nlive; i++) {
+    const char* b = (const char*)cumem_live[i].base;
+    if (p >= b && p < b + cumem_live[i].size) {
+      *base_p = cumem_live[i].base;
+      *size_p = cumem_live[i].size;
+      *cumem_p = cumem_live[i].cumem;
+      res = ncclSuccess;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&cumem_live_lock);
+  return res;
+}
+
+ncclResult_t cumem_export_fd(void* base, size_t* mapped_p, int* fd_p) {
+  CHECK(cumem_ready());
+  ncclResult_t res = ncclSuccess;
+  CUmemGenericAllocationHandle h = 0;
+  CUdeviceptr b = 0;
+  size_t mapped = 0;
+  int fd = -1;
+  bool retained = false;
+  CU_CHECK(cu.retain_handle(&h, base));
+  retained = true;
+  CU_CHECK(cu.get_address_range(&b, &mapped, (CUdeviceptr)base));
+  CU_CHECK(cu.export_handle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  CU_CHECK(cu.release(h));
+  *mapped_p = mapped;
+  *fd_p = fd;
+  return ncclSuccess;
+fail:
+  if (retained) cu.release(h);
+  return res;
+}
+
+ncclResult_t cumem_flat_reserve(cumem_flat_t* f, size_t size, int nmaps) {
+  memset(f, 0, sizeof(*f));
+  CHECK(cumem_ready());
+  ncclResult_t res = ncclSuccess;
+  CHECK(MEM_CALLOC(&f->maps, (size_t)nmaps));
+  f->nmaps = nmaps;
+  CU_CHECK(cu.address_reserve((CUdeviceptr*)&f->va, size, 0, 0, 0));
+  f->size = size;
+  return ncclSuccess;
+fail:
+  free(f->maps);
+  f->maps = NULL;
+  return res;
+}
+
+ncclResult_t cumem_flat_map(cumem_flat_t* f, int i, size_t off, size_t size, int fd, int dev) {
+  ncclResult_t res = ncclSuccess;
+  CUmemGenericAllocationHandle h = 0;
+  bool imported = false;
+  CUdeviceptr at = 0;
+  if (i < 0 || i >= f->nmaps || f->maps[i].size != 0 || off + size > f->size) {
+    WARN("cuMem window: mapping %d at offset %zu (%zu bytes) does not fit the range", i, off, size);
+    return ncclInternalError;
+  }
+  CU_CHECK(cu.import_handle(&h, (void*)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  imported = true;
+  at = (CUdeviceptr)((char*)f->va + off);
+  CU_CHECK(cu.map(at, size, 0, h, 0));
+  f->maps[i].handle = h;
+  f->maps[i].off = off;
+  f->maps[i].size = size;
+  CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  CU_CHECK(cu.set_access(at, size, &acc, 1));
+  return ncclSuccess;
+fail:
+  if (f->maps[i].size != 0) {
+    cu.unmap(at, size);
+    f->maps[i].size = 0;
+  }
+  if (imported) cu.release(h);
+  return res;
+}
+
+void cumem_flat_free(cumem_flat_t* f) {
+  if (f->va == NULL) return;
+  for (int i = 0; i < f->nmaps; i++) {
+    if (f->maps[i].size == 0) continue;
+    CUresult r = cu.unmap((CUdeviceptr)((char*)f->va + f->maps[i].off), f->maps[i].size);
+    if (r == CUDA_SUCCESS) r = cu.release(f->maps[i].handle);
+    if (r != CUDA_SUCCESS) WARN("cuMem window: unmapping part %d failed (%d)", i, (int)r);
+  }
+  if (cu.address_free((CUdeviceptr)f->va, f->size) != CUDA_SUCCESS)
+    WARN("cuMem window: freeing the range at %p (%zu bytes) failed", f->va, f->size);
+  free(f->maps);
+  memset(f, 0, sizeof(*f));
 }

@@ -82,3 +82,27 @@ ncclResult_t mem_calloc(void** ptr_p, size_t nmemb, size_t size) {
   *ptr_p = p;
   return ncclSuccess;
 }
+
+static int sys_gcd(int a, int b) {
+  while (b != 0) {
+    const int t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+int sys_lsa_block(const uint64_t* host_hash, size_t stride, int nranks) {
+  int size = 0, run = 1;
+  const char* at = (const char*)host_hash;
+  for (int r = 1; r < nranks; r++) {
+    if (*(const uint64_t*)(at + (size_t)r * stride) ==
+        *(const uint64_t*)(at + (size_t)(r - 1) * stride)) {
+      run++;
+    } else {
+      size = sys_gcd(size, run);
+      run = 1;
+    }
+  }
+  return sys_gcd(size, run);
+}

@@ -14,6 +14,7 @@
 #include "enqueue.h"
 #include "graph.h"
 #include "nccl.h"
+#include "nccl_device.h"
 #include "topo.h"
 
 #define COMM_MAGIC 0x63686f6972636f6dull /* "choircom" */
@@ -49,6 +50,85 @@ typedef struct comm_peer_info {
   int32_t mps;      /* 1: the rank's process is an MPS client on that GPU */
   int32_t hw_queues; /* the process's hardware work queues per device (comm_hw_queues) */
 } comm_peer_info_t;
+
+/* Symmetric memory windows (comm_win.c). */
+typedef struct comm_win comm_win_t;
+typedef struct comm_devcomm comm_devcomm_t;
+typedef struct win_job win_job_t;
+typedef struct comm_wins {
+  pthread_mutex_t lock;
+  pthread_mutex_t run_lock; /* held by the job working the queue */
+  win_job_t *q_head, *q_tail; /* registrations and device communicators, in call order */
+  comm_devcomm_t* devcomms;
+  comm_win_t* head;
+  uint64_t seq;  /* registrations attempted on this communicator, failed ones included */
+  ipcsock_t sock; /* descriptors from the ranks of this host; bound at the first registration */
+} comm_wins_t;
+
+/* Why a rank cannot register its buffer (told to every rank, so that all fail together). */
+enum {
+  COMM_WIN_OK = 0,
+  COMM_WIN_NOT_MEMALLOC,
+  COMM_WIN_NOT_CUMEM,
+  COMM_WIN_MISALIGNED,
+  COMM_WIN_TOO_LONG,
+  COMM_WIN_EXPORT,
+  COMM_WIN_ZERO,
+  COMM_WIN_NULL,
+};
+const char* comm_win_err_str(int err);
+
+/* What each rank tells the others about the window it registers. Crosses processes. */
+typedef struct comm_win_desc {
+  uint64_t magic;
+  uint64_t seq;       /* the rank's registration count before this one */
+  uint64_t size;      /* bytes registered */
+  uint64_t offset;    /* from its allocation's start */
+  uint64_t mapped;    /* bytes its allocation maps (granularity-rounded) */
+  uint64_t host_hash; /* the LSA team: ranks of one host */
+  int32_t err;        /* COMM_WIN_*: why it cannot register */
+  int32_t rank;
+} comm_win_desc_t;
+
+#define COMM_WIN_MAX_LSA 64
+/* The layout every rank derives alike from all descriptions. */
+typedef struct comm_win_plan {
+  int nlsa;                        /* ranks on this host */
+  int lsa_rank;                    /* this rank's index among them */
+  int lsa_ranks[COMM_WIN_MAX_LSA]; /* their world ranks, ascending */
+  uint64_t stride;                 /* between LSA ranks' copies: a multiple of 4 GiB */
+  uint64_t offset;                 /* of the buffers in their allocations */
+} comm_win_plan_t;
+
+/* The agreement rules: every rank able to register, same registration count and size, equal
+ * offsets on one host. ncclSuccess and the plan, or the error and why (naming the ranks). */
+ncclResult_t comm_win_agree(const comm_win_desc_t* d, int n, int me, comm_win_plan_t* plan,
+                            char* why, size_t whylen);
+void comm_wins_init(comm_wins_t* w);
+/* Frees what is still registered (at destroy). */
+void comm_wins_free(ncclComm_t comm);
+/* Collective: register buff (size bytes) now, on every rank. */
+ncclResult_t comm_win_register(ncclComm_t comm, void* buff, size_t size, comm_win_t** win_p);
+/* ncclCommWindowRegister: now, or at the end of the calling thread's group. */
+ncclResult_t comm_win_submit(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win_p);
+/* Local: unmap this rank's view of win. */
+ncclResult_t comm_win_deregister(ncclComm_t comm, ncclWindow_t win);
+
+/* LSA device communicators (comm_win.c): the resource window's layout, from the requirements
+ * (ncclDevCommCreate's refusals already passed). Handles are in units of 128 bytes. */
+#define COMM_DEVCOMM_SHOWN 64
+typedef struct comm_devcomm_layout {
+  size_t bytes; /* the resource window, 4 KiB multiple */
+  ncclLsaBarrierHandle_t lsa_barrier;
+  int nres;
+  ncclDevResourceHandle_t res_handles[COMM_DEVCOMM_SHOWN]; /* the first buffers' handles */
+} comm_devcomm_layout_t;
+ncclResult_t comm_devcomm_layout(const ncclDevCommRequirements_t* reqs, int lsa_size,
+                                 comm_devcomm_layout_t* out);
+/* ncclDevCommCreate (collective; now or at the group's end) and ncclDevCommDestroy (local). */
+ncclResult_t comm_devcomm_submit(ncclComm_t comm, const ncclDevCommRequirements_t* reqs,
+                                 ncclDevComm_t* out);
+ncclResult_t comm_devcomm_destroy(ncclComm_t comm, const ncclDevComm_t* dev);
 
 /* User buffer registrations (comm_reg.c): sorted by start address. */
 typedef struct comm_reg comm_reg_t;
@@ -96,6 +176,7 @@ struct ncclComm {
   int fail_ready;
   char fail_msg[640];
   comm_regs_t regs;
+  comm_wins_t wins;
   uint64_t magic_end;
 };
 

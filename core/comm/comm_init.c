@@ -24,6 +24,7 @@ ncclResult_t comm_alloc(const comm_config_t* config, ncclComm_t* comm_p) {
   comm->status = ncclInProgress;
   pthread_mutex_init(&comm->bootstrap_lock, NULL);
   comm_regs_init(&comm->regs);
+  comm_wins_init(&comm->wins);
   *comm_p = comm;
   return ncclSuccess;
 }
@@ -36,6 +37,7 @@ void comm_free(ncclComm_t comm) {
   pthread_mutex_destroy(&comm->bootstrap_lock);
   comm_config_free(&comm->config);
   free(comm->peers);
+  comm_wins_free(comm);
   comm_regs_free(comm);
   /* A stale handle used after destroy must fail the magic check, not find a valid object. */
   comm->magic_start = comm->magic_end = 0;

@@ -302,6 +302,54 @@ static void case_threads(void) {
 }
 
 /* ---- one thread, several devices: group, InitAll, split in a group ---- */
+/* Windows in groups over N ranks of this process (emulated devices, so no buffer can be
+ * registered): two registrations per communicator in one group, each rank failing for its own
+ * reason or a peer's, none waiting for another; then rounds with one bad rank, every rank told
+ * its reason; the communicators still work afterwards. */
+static void case_windows_group(void) {
+  int N = ndev < 4 ? ndev : 4;
+  if (N < 2) {
+    CHECK_SKIPPED("windows_group: needs 2 emulated devices");
+    return;
+  }
+  ncclComm_t c[4];
+  CHECK_EQ_INT(ncclCommInitAll(c, N, NULL), ncclSuccess);
+  char host[4][2][64];
+  ncclWindow_t w[4][2];
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    set_device(r);
+    /* Rank 1 registers a NULL buffer first, every other one a host buffer; then all a host
+     * buffer of size 0 on rank 2, 64 elsewhere. */
+    CHECK_EQ_INT(ncclCommWindowRegister(c[r], r == 1 ? NULL : host[r][0], 64, &w[r][0],
+                                        NCCL_WIN_DEFAULT), ncclSuccess);
+    CHECK_EQ_INT(ncclCommWindowRegister(c[r], host[r][1], r == 2 % N ? 0 : 64, &w[r][1],
+                                        NCCL_WIN_DEFAULT), ncclSuccess);
+  }
+  const ncclResult_t res = ncclGroupEnd();
+  CHECK_TRUE(res == ncclInvalidUsage || res == ncclInvalidArgument);
+  for (int r = 0; r < N; r++) CHECK_TRUE(w[r][0] == NULL && w[r][1] == NULL);
+  /* Registrations out of a group: one round each, every rank told the same first reason. */
+  for (int round = 0; round < 2; round++) {
+    CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++) {
+      set_device(r);
+      ncclCommWindowRegister(c[r], round == 0 && r == 0 ? NULL : host[r][0], 64, &w[r][0],
+                             NCCL_WIN_DEFAULT);
+    }
+    CHECK_TRUE(ncclGroupEnd() != ncclSuccess);
+    CHECK_CONTAINS(ncclGetLastError(NULL), round == 0 ? "rank 0 cannot register its window: its "
+                                                       "buffer is NULL"
+                                                     : "not inside an ncclMemAlloc allocation");
+  }
+  float x = 1;
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++)
+    CHECK_EQ_INT(ncclAllReduce(&x, &x, 0, ncclFloat, ncclSum, c[r], NULL), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < N; r++) CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+}
+
 static void case_group_and_init_all(void) {
   int N = ndev;
   ncclComm_t c[64], h[64];
@@ -1103,6 +1151,7 @@ int main(int argc, char** argv) {
   if (ndev >= 2 && getenv("CHOIR_PLUGIN_DIR") != NULL) fork_case("procs_hosts", case_procs_hosts);
   fork_case("threads", case_threads);
   fork_case("group_and_init_all", case_group_and_init_all);
+  fork_case("windows_group", case_windows_group);
   if (ndev >= 2) fork_case("duplicate_gpu", case_duplicate_gpu);
   fork_case("shared_gpu", case_shared_gpu);
 #ifndef TEST_REAL_GPU

@@ -94,6 +94,7 @@ EXPECTED = {
     "test_ref_cuda.cu": ["ref.h"],
     "test_transport_kern.cu": ["test_transport_kern.h"],
     "test_memalloc_kern.cu": ["test_memalloc_kern.h"],
+    "win_check_kern.cu": ["win_check_kern.h", "nccl_device.h", "nccl.h"],
     # test/abi: the probe against Choir's nccl_device.h and against NVIDIA's (both probe.h).
     "device_probe.cu": ["probe.h"],
     "device_usage.cu": ["nccl_device.h", "nccl.h"],
