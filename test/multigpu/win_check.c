@@ -43,6 +43,8 @@ typedef struct {
   float* buf;
   ncclWindow_t win;
   ncclDevComm_t dc;
+  cudaStream_t st; /* a stream of the rank's own: ranks sharing a GPU in one process must not
+                    * queue behind each other on the device's legacy default stream */
   int bad;
 } rank_t;
 
@@ -50,8 +52,8 @@ typedef struct {
 
 static int barrier(rank_t* r) {
   float* one = r->buf + COUNT - 1; /* the last element: no test reads it */
-  ncclResult_t res = ncclAllReduce(one, one, 1, ncclFloat, ncclSum, r->comm, NULL);
-  return res == ncclSuccess && cudaStreamSynchronize(NULL) == cudaSuccess ? 0 : 1;
+  ncclResult_t res = ncclAllReduce(one, one, 1, ncclFloat, ncclSum, r->comm, r->st);
+  return res == ncclSuccess && cudaStreamSynchronize(r->st) == cudaSuccess ? 0 : 1;
 }
 
 #define RFAIL(r, ...)             \
@@ -67,6 +69,8 @@ static int barrier(rank_t* r) {
  * next rank's second half, AllReduce the first half in place. */
 static void rank_body(rank_t* r) {
   if (cudaSetDevice(r->dev) != cudaSuccess) RFAIL(r, "cudaSetDevice(%d)", r->dev);
+  if (cudaStreamCreateWithFlags(&r->st, cudaStreamNonBlocking) != cudaSuccess)
+    RFAIL(r, "cudaStreamCreateWithFlags");
   float* h = malloc(BYTES);
   if (h == NULL) RFAIL(r, "out of memory");
   for (size_t i = 0; i < COUNT; i++) h[i] = pattern(r->rank, i);
@@ -103,8 +107,8 @@ static void rank_body(rank_t* r) {
   for (size_t i = half; i < COUNT - 1; i++)
     if (h[i] != -pattern(prev, i)) RFAIL(r, "element %zu from rank %d: %g, want %g", i, prev, h[i], -pattern(prev, i));
   /* The first half in place: the sum of every rank's pattern. */
-  if (ncclAllReduce(r->buf, r->buf, half, ncclFloat, ncclSum, r->comm, NULL) != ncclSuccess ||
-      cudaStreamSynchronize(NULL) != cudaSuccess)
+  if (ncclAllReduce(r->buf, r->buf, half, ncclFloat, ncclSum, r->comm, r->st) != ncclSuccess ||
+      cudaStreamSynchronize(r->st) != cudaSuccess)
     RFAIL(r, "AllReduce on the window");
   if (cudaMemcpy(h, r->buf, half * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
     RFAIL(r, "read back 2");
@@ -114,11 +118,9 @@ static void rank_body(rank_t* r) {
     if (h[i] != want) RFAIL(r, "AllReduce element %zu: %g, want %g", i, h[i], want);
   }
   /* The device communicator's kernel, 3 rounds with new data each. */
-  cudaStream_t st;
+  const cudaStream_t st = r->st;
   float* out = NULL;
-  if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess ||
-      cudaMalloc((void**)&out, half * sizeof(float)) != cudaSuccess)
-    RFAIL(r, "stream or output buffer");
+  if (cudaMalloc((void**)&out, half * sizeof(float)) != cudaSuccess) RFAIL(r, "output buffer");
   for (int round = 0; round < 3; round++) {
     for (size_t i = 0; i < half; i++) h[i] = pattern(r->rank, i + (size_t)round * 7);
     if (cudaMemcpy(r->buf, h, half * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess)
@@ -136,7 +138,6 @@ static void rank_body(rank_t* r) {
     }
   }
   cudaFree(out);
-  cudaStreamDestroy(st);
   free(h);
 }
 
@@ -212,6 +213,7 @@ static void run_threads(int n) {
   }
   for (int i = 0; i < n; i++) {
     cudaSetDevice(rs[i].dev);
+    if (rs[i].st != NULL) cudaStreamDestroy(rs[i].st);
     CHECK_EQ_INT(ncclDevCommDestroy(rs[i].comm, &rs[i].dc), ncclSuccess);
     CHECK_EQ_INT(ncclDevCommDestroy(rs[i].comm, &rs[i].dc), ncclInvalidUsage);
     CHECK_EQ_INT(ncclCommWindowDeregister(rs[i].comm, rs[i].win), ncclSuccess);
@@ -245,6 +247,7 @@ static int proc_rank(const ncclUniqueId* id, int rank, int n) {
   if (ncclDevCommCreate(r.comm, &q, &r.dc) != ncclSuccess) return 20;
   rank_body(&r);
   if (r.bad) return 16;
+  cudaStreamDestroy(r.st);
   if (ncclDevCommDestroy(r.comm, &r.dc) != ncclSuccess) return 21;
   if (ncclCommWindowDeregister(r.comm, r.win) != ncclSuccess) return 17;
   if (ncclMemFree(r.base) != ncclSuccess) return 18;
