@@ -92,7 +92,7 @@ struct ncclDevCommRequirements {
   bool lsaMultimem;          /* NVLink multicast on the LSA team (Choir: refused) */
   int barrierCount;          /* world barriers (LSA + GIN; Choir: refused when the world spans hosts) */
   int lsaBarrierCount;       /* barriers among the LSA team: devComm.lsaBarrier */
-  int railGinBarrierCount;   /* GIN barriers among the rail team (Choir: refused) */
+  int railGinBarrierCount;   /* rail-team GIN barriers (Choir: one-rank rail team only) */
   int lsaLLA2ABlockCount, lsaLLA2ASlotCount;
   bool ginForceEnable;       /* (Choir: refused) */
   int ginContextCount;       /* a hint; 0 for none */

@@ -147,7 +147,7 @@ NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots,
 #define API_REQ_LIST_MAX 65536
 
 /* Why Choir cannot serve reqs (a WARN naming the field and the way out), or ncclSuccess. */
-static ncclResult_t api_devcomm_refusal(const ncclDevCommRequirements_t* r) {
+static ncclResult_t api_devcomm_refusal(ncclComm_t comm, const ncclDevCommRequirements_t* r) {
   static const char* const gin =
       "needs GPU-initiated networking (GIN), which Choir does not serve; within one host use "
       "lsaBarrierCount and ncclLsaBarrierSession, and peer pointers (ncclGetLsaPointer)";
@@ -181,13 +181,26 @@ static ncclResult_t api_devcomm_refusal(const ncclDevCommRequirements_t* r) {
          r->barrierCount, gin);
     return ncclInvalidUsage;
   }
-  if (r->railGinBarrierCount > 0 || r->ginSignalCount > 0 || r->ginCounterCount > 0 ||
-      r->ginForceEnable) {
+  /* The rail team is one rank per LSA block (host). Where this rank is its whole rail team (the
+   * communicator is one LSA block), a rail barrier has nobody to wait for: NCCL 2.28 accepts the
+   * count there, and PyTorch's symmetric memory asks for 32 whatever the layout. The handle stays
+   * zero; ncclGinBarrierSession itself still traps (no GIN context exists). */
+  const int rail = comm->nranks / api_lsa_size(comm);
+  if (r->railGinBarrierCount > 0 && rail > 1) {
+    WARN("ncclDevCommCreate: reqs->railGinBarrierCount is %d and the rail team has %d ranks (one "
+         "per host): a barrier between hosts %s",
+         r->railGinBarrierCount, rail, gin);
+    return ncclInvalidUsage;
+  }
+  if (r->railGinBarrierCount > 0)
+    INFO(NCCL_INIT, "ncclDevCommCreate: rank %d: reqs->railGinBarrierCount %d over a rail team of "
+         "this rank alone: nothing to set up (ncclGinBarrierSession is not served)",
+         comm->rank, r->railGinBarrierCount);
+  if (r->ginSignalCount > 0 || r->ginCounterCount > 0 || r->ginForceEnable) {
     WARN("ncclDevCommCreate: reqs->%s %s",
-         r->railGinBarrierCount > 0 ? "railGinBarrierCount"
-         : r->ginSignalCount > 0    ? "ginSignalCount"
-         : r->ginCounterCount > 0   ? "ginCounterCount"
-                                    : "ginForceEnable",
+         r->ginSignalCount > 0    ? "ginSignalCount"
+         : r->ginCounterCount > 0 ? "ginCounterCount"
+                                  : "ginForceEnable",
          gin);
     return ncclInvalidUsage;
   }
@@ -240,7 +253,7 @@ NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, ncclDevCommRequiremen
   API_CHECK_PTR("ncclDevCommCreate", outDevComm);
   CHECK(comm_check_usable("ncclDevCommCreate", comm));
   memset(outDevComm, 0, sizeof(*outDevComm));
-  CHECK(enqueue_group_fail(api_devcomm_refusal(reqs)));
+  CHECK(enqueue_group_fail(api_devcomm_refusal(comm, reqs)));
   return enqueue_group_fail(comm_devcomm_submit(comm, reqs, outDevComm));
 }
 

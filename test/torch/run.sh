@@ -11,7 +11,10 @@
 #   nvidia:N  the control: N ranks WITHOUT choir-run (PyTorch's own NVIDIA NCCL, N <= GPUs); it
 #             passes when torch_check fails exactly its library checks and passes all others,
 #             which shows the guard catches another library and that the checks hold on NVIDIA's
-# Environment: BUILD (build directory, default build-dev), PYTHON (default python3),
+# Environment: TORCH_CHECK (the program each rank runs: torch_check (default), symmem_check
+# (symmetric memory on NCCL windows) or reghook_check (the allocator hook, a DDP step); the
+# control is torch_check's only), BUILD (build directory, default build-dev), PYTHON (default
+# python3),
 # TORCH_RUN_TIMEOUT (seconds per world size, default 180), TORCH_LOG_DIR (default $OUT/torch-logs
 # when OUT is set, else $BUILD/torch-logs).
 # Prints one line per world size; exits 0 when all passed, 1 when one failed, 77 (skipped, one
@@ -22,6 +25,15 @@ build=${BUILD:-build-dev}
 python=${PYTHON:-python3}
 limit=${TORCH_RUN_TIMEOUT:-180}
 
+check=${TORCH_CHECK:-torch_check}
+case $check in
+  torch_check | symmem_check | reghook_check) ;;
+  *)
+    echo "$0: TORCH_CHECK=$check: not one of torch_check, symmem_check, reghook_check" >&2
+    exit 2
+    ;;
+esac
+tag=${check//_/-}
 if [ $# -eq 0 ]; then
   echo "usage: $0 WORLD_SIZE... [nvidia:N]   (e.g. $0 1 2 4)" >&2
   exit 2
@@ -33,6 +45,10 @@ for arg in "$@"; do
       exit 2
       ;;
   esac
+  if [ "$arg" != "${arg#nvidia:}" ] && [ "$check" != torch_check ]; then
+    echo "$0: the control ($arg) runs torch_check only (its library guard), not $check" >&2
+    exit 2
+  fi
 done
 
 skip() {
@@ -75,6 +91,12 @@ case $probe in
   *) skip "$(printf '%s\n' "$probe" | tail -n 1) [$python]" ;;
 esac
 read -r _ torch_version ngpus <<<"$(printf '%s\n' "$probe" | grep '^ready ' | tail -n 1)"
+if [ "$check" != torch_check ]; then
+  # What this program needs of torch beyond the above (symmem_check: the NCCL backend of
+  # symmetric memory), asked without Choir.
+  why=$("$python" "test/torch/$check.py" --probe 2>&1)
+  [ $? = 77 ] && skip "$(printf '%s\n' "$why" | tail -n 1) [$python]"
+fi
 
 logdir=${TORCH_LOG_DIR:-${OUT:+$OUT/torch-logs}}
 logdir=${logdir:-$build/torch-logs}
@@ -127,7 +149,9 @@ for arg in "$@"; do
   control=0
   [ "$arg" != "$n" ] && control=1
   label="torch world $n"
+  [ "$check" != torch_check ] && label="torch $check world $n"
   log=$logdir/torch-world-$n.log
+  [ "$check" != torch_check ] && log=$logdir/$tag-world-$n.log
   launcher=("$run")
   share=()
   if [ "$control" = 1 ]; then
@@ -149,12 +173,12 @@ for arg in "$@"; do
   fi
   start=$SECONDS
   timeout -k 15 "$limit" "${share[@]}" "${launcher[@]}" "$python" -m torch.distributed.run --standalone \
-    --nproc-per-node "$n" test/torch/torch_check.py >"$log" 2>&1
+    --nproc-per-node "$n" "test/torch/$check.py" >"$log" 2>&1
   rc=$?
   took=$((SECONDS - start))
 
   # What the ranks said.
-  summary_re='^torch-check: rank [0-9]+: [0-9]+ checks passed, [0-9]+ failed$'
+  summary_re="^$tag: rank [0-9]+: [0-9]+ checks passed, [0-9]+ failed\$"
   nsum=$(grep -cE "$summary_re" "$log")
   counts=$(grep -E "$summary_re" "$log" | sed -E 's/.*: ([0-9]+) checks passed, ([0-9]+) failed$/\1 \2/')
   nfail_ranks=$(printf '%s\n' "$counts" | awk 'NF && $2 != 0' | wc -l)
@@ -165,7 +189,7 @@ for arg in "$@"; do
   banner_re='(^|NCCL (INFO|VERSION) )NCCL version [0-9]'
   choir_banners=$(grep -E "$banner_re" "$log" | grep -c '(Choir ')
   other_banners=$(grep -E "$banner_re" "$log" | grep -vc '(Choir ')
-  fail_lines=$(grep -E '^torch-check: rank [0-9]+: FAIL ' "$log")
+  fail_lines=$(grep -E "^$tag: rank [0-9]+: FAIL " "$log")
   nonlib_fails=$(printf '%s\n' "$fail_lines" | grep -v ': FAIL nccl library ' | grep -c 'FAIL')
   lib_fails=$(printf '%s\n' "$fail_lines" | grep -c ': FAIL nccl library ')
 

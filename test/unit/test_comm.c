@@ -20,6 +20,7 @@
 #include "fork_case.h"
 #include "log_file.h"
 #include "nccl.h"
+#include "nccl_device.h"
 
 #ifdef TEST_REAL_GPU
 #include <cuda_runtime_api.h>
@@ -84,6 +85,15 @@ static void proc_rank(ncclUniqueId id, int rank, int n) {
   CHECK_EQ_INT(set_device(rank % ndev), 0);
   CHECK_EQ_INT(ncclCommInitRank(&c, n, id, rank), ncclSuccess);
   expect_comm(c, rank, n, rank % ndev);
+  if (getenv("NCCL_HOSTID") != NULL) {
+    /* Two hosts: the rail team has 2 ranks, and a barrier between hosts needs GIN. */
+    ncclDevCommRequirements_t q;
+    ncclDevComm_t dc;
+    memset(&q, 0, sizeof(q));
+    q.railGinBarrierCount = 32;
+    CHECK_EQ_INT(ncclDevCommCreate(c, &q, &dc), ncclInvalidUsage);
+    CHECK_CONTAINS(ncclGetLastError(c), "reqs->railGinBarrierCount is 32 and the rail team has 2");
+  }
 
   /* Halves, ordered by descending parent rank through the key. */
   int color = rank < n / 2 ? 0 : 1, size = color == 0 ? n / 2 : n - n / 2;
