@@ -3,6 +3,7 @@
  * send/recv connections (made when an operation first needs them), the device-side communicator
  * the kernels read, and the user's reduction operators.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,34 +262,14 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
     CHECK(MEM_CALLOC(&dconns, (size_t)2 * n * KERN_DIRECT_MAX_CTAS));
   }
   /* Tree channels, where the tree may run (NCCL_ALGO, several hosts: tune_tree_wanted; equal
-   * on every rank): in the same call, Simple buffers only. */
+   * on every rank): the model counts them from here, but they are connected only when a plan
+   * first picks the tree (enqueue_comm_connect_tree). */
   const int tree_nch = enq_tree_nchannels(dp, nch);
-  kern_tree_t* htree = NULL;
-  if (tree_nch > 0) {
-    const size_t bytes = sizeof(kern_tree_t) * (size_t)tree_nch;
-    ncclResult_t tres = MEM_CALLOC(&htree, (size_t)tree_nch);
-    if (tres == ncclSuccess && cudaMalloc((void**)&dp->dev_tree, bytes) != cudaSuccess) {
-      WARN("rank %d: cannot allocate %zu bytes of GPU memory for the tree channels", dp->rank,
-           bytes);
-      tres = ncclUnhandledCudaError;
-    }
-    if (tres == ncclSuccess) {
-      dp->dev_bytes += bytes;
-      tres = enq_tree_links(dp, tree_nch, htree);
-    }
-    if (tres != ncclSuccess) {
-      free(htree);
-      free(dconns);
-      return tres;
-    }
-  }
   /* Ring connections get a buffer per protocol the model may choose (tp.slot_bytes). */
   transport_req_t* reqs = NULL;
   if (n > 1) {
-    ncclResult_t mres = MEM_CALLOC(&reqs, (size_t)2 * nch + (size_t)ndirect +
-                                              (size_t)(2 + 2 * KERN_TREE_ARITY) * tree_nch);
+    ncclResult_t mres = MEM_CALLOC(&reqs, (size_t)2 * nch + (size_t)ndirect);
     if (mres != ncclSuccess) {
-      free(htree);
       free(dconns);
       return mres;
     }
@@ -326,21 +307,12 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
         reqs[k].slot_bytes[KERN_PROTO_SIMPLE] = 128;
       }
   }
-  /* The tree's protocols (TUNE_TREE_PROTOS) with the ring's slots. */
-  uint32_t tree_slots[KERN_PROTO_NUM] = {0};
+  /* The tree's protocols (TUNE_TREE_PROTOS) with the ring's slots, for its connect. */
   for (int p = 0; p < KERN_PROTO_NUM; p++)
-    if (TUNE_TREE_PROTOS & (1u << p)) tree_slots[p] = tp.slot_bytes[p];
-  const int tree_first = k;
-  if (tree_nch > 0) k += enq_tree_reqs(dp, tree_nch, htree, tree_slots, reqs + k);
+    dp->tree_slots[p] = TUNE_TREE_PROTOS & (1u << p) ? tp.slot_bytes[p] : 0;
   ncclResult_t res = ncclSuccess;
   if (n > 1) res = transport_connect(dp->transport, reqs, k, ENQ_TAG_RING);
-  if (res == ncclSuccess && tree_nch > 0) {
-    res = enq_tree_check(dp, reqs + tree_first, k - tree_first, tree_slots);
-    if (res == ncclSuccess)
-      res = enq_upload(dp, dp->dev_tree, htree, sizeof(kern_tree_t) * (size_t)tree_nch);
-  }
   free(reqs);
-  free(htree);
   uint32_t dslot = 0;
   if (res == ncclSuccess && direct) {
     res = enq_upload(dp, dp->dev_direct, dconns,
@@ -359,9 +331,7 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
     tp.direct_slot_bytes = dslot;
   }
   if (tree_nch > 0) {
-    dp->tree_nch = tree_nch;
-    dp->host_kc.trees = dp->dev_tree;
-    dp->host_kc.tree_nchannels = tree_nch;
+    dp->tree_nch = tree_nch; /* host_kc.trees stays NULL until they are connected */
     tp.algo_mask |= 1u << NCCL_ALGO_TREE;
     tp.tree_nchannels = tree_nch;
   }
@@ -379,7 +349,7 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   enq_mem_report(dp, "its ring connections");
   INFO(NCCL_INIT | NCCL_TUNING,
        "comm 0x%llx rank %d: %d ring channels connected via %s (links: %s %d, %s %d), slots LL "
-       "%u LL128 %u Simple %u, protocol mask 0x%x, %d tree channels",
+       "%u LL128 %u Simple %u, protocol mask 0x%x, %d tree channels (connected when first used)",
        (unsigned long long)dp->comm_hash, dp->rank, nch, transport_kind_name(c0->transport),
        "intra", (int)tp.link_intra, "inter", (int)tp.link_inter, tp.slot_bytes[KERN_PROTO_LL],
        tp.slot_bytes[KERN_PROTO_LL128], tp.slot_bytes[KERN_PROTO_SIMPLE], tp.proto_mask,
@@ -488,6 +458,12 @@ static void enq_device_release(enq_comm_t* dp) {
   if (dp->dev_p2p) cudaFree(dp->dev_p2p);
   if (dp->dev_direct) cudaFree(dp->dev_direct);
   if (dp->dev_tree) cudaFree(dp->dev_tree);
+  free(dp->host_tree);
+  dp->dev_tree = NULL;
+  dp->host_tree = NULL;
+  dp->tree_ready = 0;
+  dp->host_kc.trees = NULL;
+  dp->host_kc.tree_nchannels = 0;
   if (dp->abort_host) cudaFreeHost(dp->abort_host);
   if (dp->done_ev) cudaEventDestroy(dp->done_ev);
   if (dp->join_ev) cudaEventDestroy(dp->join_ev);
@@ -563,6 +539,59 @@ ncclResult_t enqueue_comm_connect_ring(enq_comm_t* dp) {
   /* The channels (not the p2p tables, which may be in use): fixed part and channels. */
   CHECK(enq_upload_comm(dp));
   dp->ring_ready = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t enqueue_comm_connect_tree(enq_comm_t* dp) {
+  if (dp->tree_ready || dp->tree_nch == 0) return ncclSuccess;
+  if (!dp->ring_ready) {
+    WARN("rank %d: the tree channels were asked for before the ring was connected", dp->rank);
+    return ncclInternalError;
+  }
+  const int tree_nch = dp->tree_nch;
+  const size_t bytes = sizeof(kern_tree_t) * (size_t)tree_nch;
+  kern_tree_t* htree = NULL;
+  transport_req_t* reqs = NULL;
+  CHECK(MEM_CALLOC(&htree, (size_t)tree_nch));
+  ncclResult_t res = MEM_CALLOC(&reqs, (size_t)(2 + 2 * KERN_TREE_ARITY) * tree_nch);
+  if (res == ncclSuccess && cudaMalloc((void**)&dp->dev_tree, bytes) != cudaSuccess) {
+    WARN("rank %d: cannot allocate %zu bytes of GPU memory for the tree channels", dp->rank,
+         bytes);
+    dp->dev_tree = NULL;
+    res = ncclUnhandledCudaError;
+  }
+  int k = 0;
+  if (res == ncclSuccess) res = enq_tree_links(dp, tree_nch, htree);
+  if (res == ncclSuccess) {
+    k = enq_tree_reqs(dp, tree_nch, htree, dp->tree_slots, reqs);
+    res = transport_connect(dp->transport, reqs, k, ENQ_TAG_TREE);
+  }
+  if (res == ncclSuccess) res = enq_tree_check(dp, reqs, k, dp->tree_slots);
+  if (res == ncclSuccess) res = enq_upload(dp, dp->dev_tree, htree, bytes);
+  if (res == ncclSuccess) {
+    /* Only the device communicator's tree fields: running kernels use the rest. */
+    dp->host_kc.trees = dp->dev_tree;
+    dp->host_kc.tree_nchannels = tree_nch;
+    const size_t at = offsetof(kern_comm_t, trees);
+    res = enq_upload(dp, (char*)dp->dev_kc + at, (const char*)&dp->host_kc + at,
+                     offsetof(kern_comm_t, pad) - at);
+  }
+  free(reqs);
+  if (res != ncclSuccess) {
+    /* Connections the transport made stay with it (freed at destroy); the channels do not. */
+    dp->host_kc.trees = NULL;
+    dp->host_kc.tree_nchannels = 0;
+    if (dp->dev_tree != NULL) cudaFree(dp->dev_tree);
+    dp->dev_tree = NULL;
+    free(htree);
+    return res;
+  }
+  dp->dev_bytes += bytes;
+  dp->host_tree = htree; /* the ends' transports and slots, for the profiler's ProxyOps */
+  dp->tree_ready = 1;
+  INFO(NCCL_INIT | NCCL_TUNING, "comm 0x%llx rank %d: %d tree channels connected (%d ends)",
+       (unsigned long long)dp->comm_hash, dp->rank, tree_nch, k);
+  enq_mem_report(dp, "its tree connections");
   return ncclSuccess;
 }
 
@@ -716,6 +745,7 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
   free(dp->hosts);
   free(dp->p2p_nch_peer);
   free(dp->ops);
+  free(dp->plans);
   free(dp->redops);
   enq_prof_group_close(dp); /* a group left open by a destroyed communicator */
   prof_destroy(dp->prof);

@@ -29,12 +29,14 @@ static inline void enq_capture_restore(enum cudaStreamCaptureMode mode) {
 /* Bootstrap tags of the data path's connection rounds. */
 #define ENQ_TAG_RING 0x43520001
 #define ENQ_TAG_P2P 0x43520002
+#define ENQ_TAG_TREE 0x43520003
 /* Connection ids of OneShot's direct connections (ENQ_DIRECT_ID_BASE + CTA), in the ring's
  * connect call: above every ring channel's id. */
 #define ENQ_DIRECT_ID_BASE 0x1000
-/* Connection ids of the tree channels, in the same call: ENQ_TREE_UP_ID_BASE + channel for the
- * connection from a child to its parent (the reduction going up), ENQ_TREE_DOWN_ID_BASE +
- * channel for the one from a parent to its child (the result coming down). */
+/* Connection ids of the tree channels (a connect call of their own, ENQ_TAG_TREE):
+ * ENQ_TREE_UP_ID_BASE + channel for the connection from a child to its parent (the reduction
+ * going up), ENQ_TREE_DOWN_ID_BASE + channel for the one from a parent to its child (the result
+ * coming down). */
 #define ENQ_TREE_UP_ID_BASE 0x2000
 #define ENQ_TREE_DOWN_ID_BASE 0x3000
 /* Tree channels at most: each is up to eight connections with Simple buffers (a parent and three
@@ -81,10 +83,15 @@ struct enq_comm {
    * ring where every pair is p2p (CHOIR_ONESHOT); NULL otherwise. */
   kern_conn_t* dev_direct;
   int direct_ctas;
-  /* The tree channels (NCCL_ALGO_TREE), [tree_nch], made with the ring where the tree may run
-   * (tune_tree_wanted); NULL and 0 otherwise. */
+  /* The tree channels (NCCL_ALGO_TREE): tree_nch of them where the tree may run
+   * (tune_tree_wanted; 0 otherwise), counted by the model from the ring's connect, connected
+   * (tree_ready; dev_tree, and host_tree the host copy as connected) when a plan first picks
+   * the tree, with buffers of tree_slots bytes per protocol. */
   kern_tree_t* dev_tree;
+  kern_tree_t* host_tree;
   int tree_nch;
+  int tree_ready;
+  uint32_t tree_slots[KERN_PROTO_NUM];
   graph_rank_info_t* hosts; /* [nranks]: each rank's host (enq_comm_args_t.hosts) */
   int nchannels;            /* ring channels, decided at the first collective */
   graph_limits_t lim;       /* the communicator's channel limits (enq_comm_args_t) */
@@ -145,6 +152,12 @@ struct enq_comm {
   void* prof_group;
   int prof_group_open;
   uint64_t prof_seq; /* collectives launched so far: the Coll events' seqNumber */
+  /* The queued collectives' plans (plans[i] for ops[i], non-empty collectives only), made once
+   * per group: when the connect must know whether the tree is wanted, else at the launch;
+   * plans_valid until the queue is cleared. */
+  struct enq_plan* plans;
+  int plans_cap;
+  int plans_valid;
   /* KernelCh events (enqueue_prof.c): ENQ_KCH_RECS timestamp records in host-mapped memory
    * (allocated when the profiler first wants them), handed to launches in order; record i's
    * parent event and channel; records handed out and consumed so far (head - tail pending). */
@@ -265,6 +278,9 @@ void enqueue_redop_scalar(enq_comm_t* dp, ncclRedOp_t op, uint64_t* bits_p, cons
 ncclResult_t enqueue_comm_setup_device(enq_comm_t* dp);
 /* Connect the ring channels (collective over all ranks): at the first collective. */
 ncclResult_t enqueue_comm_connect_ring(enq_comm_t* dp);
+/* Connect the tree channels (collective over every rank of the trees): when the plan of a
+ * queued collective first picks the tree (enqueue_plan_connect). After the ring. */
+ncclResult_t enqueue_comm_connect_tree(enq_comm_t* dp);
 /* The model for ncclGroupSimulateEnd: the connected ring's, or else one made (once) from what
  * is known without connecting (this rank's transports, the graph, the limits). */
 ncclResult_t enqueue_comm_sim_tune(enq_comm_t* dp, tune_t** t_p);

@@ -69,6 +69,7 @@ typedef struct {
 
 void enqueue_plan_clear(enq_comm_t* dp) {
   dp->nops = 0;
+  dp->plans_valid = 0;
   enq_prof_group_close(dp);
 }
 
@@ -330,6 +331,52 @@ static ncclResult_t enq_launch_colls(enq_comm_t* dp, const enq_op_t* const* ops,
   return enq_stream_leave(dp, s, capturing);
 }
 
+/* The plans of the queued collectives, in call order (every rank plans the same), into
+ * dp->plans (see there): once per group, since a tuner plugin is asked once per operation. */
+static ncclResult_t enq_plan_group(enq_comm_t* dp) {
+  if (dp->plans_valid) return ncclSuccess;
+  if (dp->tune == NULL) {
+    WARN("rank %d: a collective reached its plan before the ring was connected", dp->rank);
+    return ncclInternalError;
+  }
+  if (dp->plans_cap < dp->nops) {
+    enq_plan_t* p = realloc(dp->plans, sizeof(*p) * (size_t)dp->nops);
+    if (p == NULL) {
+      WARN("rank %d: out of memory planning %d operations", dp->rank, dp->nops);
+      return ncclSystemError;
+    }
+    dp->plans = p;
+    dp->plans_cap = dp->nops;
+  }
+  int n = 0;
+  for (int i = 0; i < dp->nops; i++) n += enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0;
+  const kern_conn_t* c0 = &dp->host_kc.channels[0].send;
+  for (int i = 0; i < dp->nops; i++) {
+    const enq_op_t* op = &dp->ops[i];
+    memset(&dp->plans[i], 0, sizeof(dp->plans[i]));
+    if (!enq_is_coll(op->kind) || op->count == 0) continue;
+    CHECK(enqueue_plan_make(dp->tune, op, dp->nranks, n, c0->slot_bytes, dp->nchannels,
+                            dp->tree_nch, &dp->plans[i]));
+  }
+  dp->plans_valid = 1;
+  return ncclSuccess;
+}
+
+/* Whether a queued collective's plan picks the tree before it is connected (*wants). */
+static ncclResult_t enq_tree_wanted(enq_comm_t* dp, int* wants) {
+  *wants = 0;
+  if (dp->tree_ready || dp->tree_nch == 0 || !dp->ring_ready) return ncclSuccess;
+  int any = 0;
+  for (int i = 0; i < dp->nops && !any; i++)
+    any = dp->ops[i].kind == ENQ_ALLREDUCE && dp->ops[i].count > 0;
+  if (!any) return ncclSuccess;
+  CHECK(enq_plan_group(dp));
+  for (int i = 0; i < dp->nops && !*wants; i++)
+    *wants = dp->ops[i].kind == ENQ_ALLREDUCE && dp->ops[i].count > 0 &&
+             dp->plans[i].algo == NCCL_ALGO_TREE;
+  return ncclSuccess;
+}
+
 /* Every non-empty collective of the group, planned in call order (every rank plans the same),
  * then launched in batches of consecutive ones that share a stream and a kernel. The proxy and
  * the profiler see each collective's calls in call order, as with one launch each. */
@@ -337,24 +384,24 @@ static ncclResult_t enq_launch_coll_all(enq_comm_t* dp) {
   int n = 0;
   for (int i = 0; i < dp->nops; i++) n += enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0;
   if (n == 0) return ncclSuccess;
-  if (dp->tune == NULL) {
-    WARN("rank %d: a collective reached launch before the ring was connected", dp->rank);
-    return ncclInternalError;
-  }
+  CHECK(enq_plan_group(dp));
   const enq_op_t** ops = NULL;
   enq_plan_t* plans = NULL;
   enq_batch_key_t* keys = NULL;
   ncclResult_t res = MEM_CALLOC(&ops, (size_t)n);
   if (res == ncclSuccess) res = MEM_CALLOC(&plans, (size_t)n);
   if (res == ncclSuccess) res = MEM_CALLOC(&keys, (size_t)n);
-  const kern_conn_t* c0 = &dp->host_kc.channels[0].send;
   for (int i = 0, k = 0; i < dp->nops && res == ncclSuccess; i++) {
     const enq_op_t* op = &dp->ops[i];
     if (!enq_is_coll(op->kind) || op->count == 0) continue;
+    if (dp->plans[i].algo == NCCL_ALGO_TREE && !dp->tree_ready) {
+      WARN("rank %d: a tree plan reached launch before the tree was connected", dp->rank);
+      res = ncclInternalError;
+      break;
+    }
     ops[k] = op;
-    res = enqueue_plan_make(dp->tune, op, dp->nranks, n, c0->slot_bytes, dp->nchannels,
-                            dp->tree_nch, &plans[k]);
-    if (res == ncclSuccess) keys[k] = enqueue_plan_batch_key(op, &plans[k]);
+    plans[k] = dp->plans[i];
+    keys[k] = enqueue_plan_batch_key(op, &plans[k]);
     k++;
   }
   const int max = enqueue_plan_batch_max();
@@ -483,6 +530,9 @@ static ncclResult_t enq_p2p_list(enq_comm_t* dp, enq_p2p_t** list_p, int* n_p) {
 }
 
 int enqueue_plan_needs_connect(enq_comm_t* dp) {
+  int tree = 0;
+  /* A plan that fails here fails again in the connect, which reports it. */
+  if (enq_tree_wanted(dp, &tree) != ncclSuccess || tree) return 1;
   for (int i = 0; i < dp->nops; i++) {
     const enq_op_t* op = &dp->ops[i];
     if (op->count == 0) continue;
@@ -503,6 +553,9 @@ int enqueue_plan_needs_connect(enq_comm_t* dp) {
 ncclResult_t enqueue_plan_connect(enq_comm_t* dp) {
   for (int i = 0; i < dp->nops && !dp->ring_ready && dp->nranks > 1; i++)
     if (enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0) CHECK(enqueue_comm_connect_ring(dp));
+  int tree = 0;
+  CHECK(enq_tree_wanted(dp, &tree));
+  if (tree) CHECK(enqueue_comm_connect_tree(dp));
   enq_p2p_t* v = NULL;
   int n = 0;
   CHECK(enq_p2p_list(dp, &v, &n));

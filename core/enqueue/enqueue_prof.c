@@ -164,8 +164,54 @@ static uint64_t enq_ring_steps(const kern_coll_work_t* w, int n, int d, uint32_t
   }
 }
 
+/* The tree's AllReduce (kern_tree.cuh): channel c's part in steps of the plan's chunk within the
+ * slot of the phase's first send end (every end's slot holds it: enq_tree_check); every end of
+ * the channel takes one step per slice, the up phase's (children in, parent out) and the down
+ * phase's (parent in, children out) alike. */
+static void enq_prof_tree_ops(enq_comm_t* dp, const kern_coll_work_t* w, void* parent) {
+  const uint64_t es = kern_type_size((ncclDataType_t)w->type);
+  if (dp->host_tree == NULL || es == 0) return;
+  const uint64_t unit = KERN_RC_VEC_BYTES / es;
+  for (uint32_t c = 0; c < (uint32_t)w->nchannels && (int)c < dp->tree_nch; c++) {
+    const kern_tree_t* t = &dp->host_tree[c];
+    const kern_tree_t* key = dp->dev_tree + c; /* the ends' names (enq_tree_reqs) */
+    const kern_conn_t* first = NULL;
+    for (int i = 0; i < KERN_TREE_ARITY && first == NULL && t->up < 0; i++)
+      if (t->down[i] >= 0) first = &t->down_send[i];
+    if (t->up >= 0) first = &t->up_send;
+    if (first == NULL) continue;
+    uint32_t step = kern_proto_step_capacity((kern_proto_t)w->proto, first->slot_bytes[w->proto]);
+    if (w->chunk_bytes < step) step = w->chunk_bytes;
+    uint64_t off, cnt;
+    kern_split_part(w->count, unit, (uint32_t)w->nchannels, c, &off, &cnt);
+    uint64_t slice = step / es / unit * unit;
+    if (slice == 0) slice = unit;
+    const uint32_t nsteps = (uint32_t)((cnt + slice - 1) / slice);
+    /* Each linked end (host copy as connected) and its name (the device table's place). */
+    const kern_conn_t* ends[2 + 2 * KERN_TREE_ARITY];
+    const kern_conn_t* names[2 + 2 * KERN_TREE_ARITY];
+    int ne = 0;
+    if (t->up >= 0) {
+      ends[ne] = &t->up_send, names[ne++] = &key->up_send;
+      ends[ne] = &t->up_recv, names[ne++] = &key->up_recv;
+    }
+    for (int i = 0; i < KERN_TREE_ARITY; i++) {
+      if (t->down[i] < 0) continue;
+      ends[ne] = &t->down_send[i], names[ne++] = &key->down_send[i];
+      ends[ne] = &t->down_recv[i], names[ne++] = &key->down_recv[i];
+    }
+    for (int e = 0; e < ne; e++)
+      if (ends[e]->transport == KERN_TRANSPORT_NET)
+        transport_prof_op(dp->transport, names[e], parent, nsteps, (int)step, (int)c);
+  }
+}
+
 void enq_prof_ring_ops(enq_comm_t* dp, const kern_coll_work_t* w, void* parent) {
   if (!prof_on(dp->prof, ncclProfileProxyOp | ncclProfileProxyStep)) return;
+  if (w->algo == NCCL_ALGO_TREE) {
+    enq_prof_tree_ops(dp, w, parent);
+    return;
+  }
   if (w->algo != NCCL_ALGO_RING) return; /* OneShot: p2p only, no proxy */
   const int n = dp->nranks;
   for (uint32_t c = 0; c < (uint32_t)w->nchannels; c++) {

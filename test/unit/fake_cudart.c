@@ -188,7 +188,10 @@ static void fake_launch(const void* arg, unsigned gx) {
       const kern_coll_work_t* k = &batch->works[w];
       fake_prof_write((char*)k->prof, (unsigned)k->nchannels, launch);
       const int at = __atomic_fetch_add(&fake_cudart.batch_works, 1, __ATOMIC_RELAXED);
-      if (at < FAKE_WORKS_MAX) fake_cudart.batch_recv[at] = k->recvbuff;
+      if (at < FAKE_WORKS_MAX) {
+        fake_cudart.batch_recv[at] = k->recvbuff;
+        fake_cudart.batch_algo[at] = (int)k->algo;
+      }
     }
     return;
   }

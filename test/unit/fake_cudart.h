@@ -28,6 +28,7 @@ typedef struct {
   /* recvbuff of each work of those batches in launch order, the first FAKE_WORKS_MAX (with
    * several threads launching, in the order the launches reached the fake) */
   void* batch_recv[FAKE_WORKS_MAX];
+  int batch_algo[FAKE_WORKS_MAX]; /* and its algorithm (kern_coll_work_t.algo) */
 } fake_cudart_t;
 
 extern fake_cudart_t fake_cudart;

@@ -966,6 +966,77 @@ static void case_group_batches(void) {
 }
 #endif
 
+#ifndef TEST_REAL_GPU
+/* Tree channels are connected when a plan first picks the tree, not with the ring: two ranks
+ * over the network on emulated devices with NCCL_ALGO=allreduce:tree (which makes the tree
+ * possible on one host). A Broadcast connects the ring only; the first AllReduce (a tree plan)
+ * connects the tree, once; a later one connects nothing. The INIT lines say when. */
+static int log_count(const char* log, const char* what) {
+  static char text[1 << 20];
+  FILE* f = fopen(log, "r");
+  if (f == NULL) return -1;
+  const size_t got = fread(text, 1, sizeof(text) - 1, f);
+  text[got] = '\0';
+  fclose(f);
+  int n = 0;
+  for (const char* at = strstr(text, what); at != NULL; at = strstr(at + 1, what)) n++;
+  return n;
+}
+
+static void case_tree_lazy(void) {
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  setenv("NCCL_ALGO", "allreduce:tree", 1);
+  char log[] = "/tmp/choir-test-tree-XXXXXX";
+  const int log_fd = mkstemp(log);
+  CHECK_TRUE(log_fd >= 0);
+  if (log_fd >= 0) close(log_fd);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+  setenv("NCCL_DEBUG_FILE", log, 1);
+  transport_set_cuda_ops(&nb_cuda_ops);
+  ncclComm_t c[2];
+  ncclUniqueId id;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclCommInitRankConfig(&c[r], 2, id, r, &cfg), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclInProgress);
+  for (int r = 0; r < 2; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+  enum { E = 256 };
+  float* buf[2] = {NULL, NULL};
+  /* step 0: a Broadcast; 1 and 2: an AllReduce each. */
+  for (int step = 0; step < 3; step++) {
+    const int works0 = fake_cudart.batch_works;
+    for (int r = 0; r < 2; r++) {
+      set_device(r);
+      if (step == 0) CHECK_EQ_INT(cudaMalloc((void**)&buf[r], sizeof(float) * E), cudaSuccess);
+      const ncclResult_t res =
+          step == 0 ? ncclBroadcast(buf[r], buf[r], E, ncclFloat, 0, c[r], NULL)
+                    : ncclAllReduce(buf[r], buf[r], E, ncclFloat, ncclSum, c[r], NULL);
+      CHECK_TRUE(res == ncclInProgress || res == ncclSuccess);
+    }
+    for (int r = 0; r < 2; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+    CHECK_EQ_INT(fake_cudart.batch_works - works0, 2);
+    for (int w = works0; w < works0 + 2 && w < FAKE_WORKS_MAX; w++)
+      CHECK_EQ_INT(fake_cudart.batch_algo[w], step == 0 ? NCCL_ALGO_RING : NCCL_ALGO_TREE);
+    CHECK_EQ_INT(log_count(log, "ring channels connected"), 2);
+    CHECK_EQ_INT(log_count(log, "tree channels connected ("), step == 0 ? 0 : 2);
+    CHECK_EQ_INT(log_count(log, "memory after its tree connections"), step == 0 ? 0 : 2);
+  }
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
+    CHECK_EQ_INT(cudaFree(buf[r]), cudaSuccess);
+  }
+  if (check_failures_ == 0) unlink(log);
+}
+#endif
+
 static void case_nonblocking(void) {
   int N = ndev < 3 ? ndev : 3;
   ncclComm_t c[3], s[3];
@@ -1175,8 +1246,10 @@ int main(int argc, char** argv) {
   if (ndev >= 2 && getenv("CHOIR_PLUGIN_DIR") != NULL)
     fork_case("nonblocking_ops", case_nonblocking_ops);
 #ifndef TEST_REAL_GPU
-  if (ndev >= 2 && getenv("CHOIR_PLUGIN_DIR") != NULL)
+  if (ndev >= 2 && getenv("CHOIR_PLUGIN_DIR") != NULL) {
     fork_case("group_batches", case_group_batches);
+    fork_case("tree_lazy", case_tree_lazy);
+  }
   if (ndev >= 2) {
     fork_case("oneshot_on", case_oneshot_on);
     fork_case("oneshot_off", case_oneshot_off);
