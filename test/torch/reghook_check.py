@@ -25,20 +25,16 @@ import datetime
 import os
 import sys
 
+import torch_probe
+
 os.environ["TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK"] = "1"  # read when the group is made
 IN, OUT, BATCH = 256, 96, 8
 
 
 def skip_reason():
-    try:
-        import torch
-        import torch.distributed as dist
-    except Exception as e:  # noqa: BLE001
-        return "python cannot import torch (%s)" % str(e).splitlines()[0]
-    if not dist.is_available() or not dist.is_nccl_available():
-        return "torch %s has no NCCL backend for torch.distributed" % torch.__version__
-    if not torch.cuda.is_available():
-        return "torch %s sees no GPU (torch.cuda.is_available() is False)" % torch.__version__
+    why = torch_probe.dist_nccl_missing()
+    if why:
+        return why
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + os.environ.get("PYTORCH_ALLOC_CONF", "")
     if "expandable_segments:true" in conf.replace(" ", "").lower():
         return "expandable segments are on (PYTORCH_CUDA_ALLOC_CONF): PyTorch disables the hook"

@@ -21,6 +21,8 @@ import os
 import sys
 import traceback
 
+import torch_probe
+
 N = 4096  # elements per buffer: a multiple of 16 (the vector width of symm_mem's kernels)
 
 
@@ -30,15 +32,11 @@ def say(rank, text):
 
 def probe():
     """(torch, dist, symm_mem) with the NCCL backend selected, or why not (a string)."""
-    try:
-        import torch
-        import torch.distributed as dist
-    except Exception as e:  # noqa: BLE001
-        return "python cannot import torch (%s)" % str(e).splitlines()[0]
-    if not dist.is_available() or not dist.is_nccl_available():
-        return "torch %s has no NCCL backend for torch.distributed" % torch.__version__
-    if not torch.cuda.is_available():
-        return "torch %s sees no GPU (torch.cuda.is_available() is False)" % torch.__version__
+    why = torch_probe.dist_nccl_missing()
+    if why:
+        return why
+    import torch
+    import torch.distributed as dist
     try:
         import torch.distributed._symmetric_memory as symm_mem
         if not os.environ.get("TORCH_SYMMMEM"):  # when set, libtorch chose at load: read it back

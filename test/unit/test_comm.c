@@ -633,6 +633,23 @@ static ncclResult_t nb_settle(ncclComm_t c, double max_s) {
   return st;
 }
 
+#ifndef TEST_REAL_GPU
+/* Two non-blocking ranks of one communicator on devices 0 and 1, created in one group, settled. */
+static void nb_pair(ncclComm_t c[2]) {
+  ncclUniqueId id;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; r++) {
+    set_device(r);
+    CHECK_EQ_INT(ncclCommInitRankConfig(&c[r], 2, id, r, &cfg), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclInProgress);
+  for (int r = 0; r < 2; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+}
+#endif
+
 /* Two non-blocking ranks driven from one thread, every pair through the network (net-socket).
  * An operation that needs connections first (the first collective) returns ncclInProgress: its
  * connections and launch finish in the background; until then ncclCommGetAsyncError says
@@ -896,17 +913,7 @@ static void case_group_batches(void) {
   transport_set_cuda_ops(&nb_cuda_ops);
   enum { N = 90, E = 16 }; /* N all-reduces of E floats each */
   ncclComm_t c[2];
-  ncclUniqueId id;
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0;
-  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
-  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < 2; r++) {
-    set_device(r);
-    CHECK_EQ_INT(ncclCommInitRankConfig(&c[r], 2, id, r, &cfg), ncclSuccess);
-  }
-  CHECK_EQ_INT(ncclGroupEnd(), ncclInProgress);
-  for (int r = 0; r < 2; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+  nb_pair(c);
   float* buf[2] = {NULL, NULL};
   cudaStream_t s1[2] = {NULL, NULL};
   for (int r = 0; r < 2; r++) {
@@ -996,17 +1003,7 @@ static void case_tree_lazy(void) {
   setenv("NCCL_DEBUG_FILE", log, 1);
   transport_set_cuda_ops(&nb_cuda_ops);
   ncclComm_t c[2];
-  ncclUniqueId id;
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0;
-  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
-  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < 2; r++) {
-    set_device(r);
-    CHECK_EQ_INT(ncclCommInitRankConfig(&c[r], 2, id, r, &cfg), ncclSuccess);
-  }
-  CHECK_EQ_INT(ncclGroupEnd(), ncclInProgress);
-  for (int r = 0; r < 2; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+  nb_pair(c);
   enum { E = 256 };
   float* buf[2] = {NULL, NULL};
   /* step 0: a Broadcast; 1 and 2: an AllReduce each. */
