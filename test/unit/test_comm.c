@@ -633,6 +633,16 @@ static ncclResult_t nb_settle(ncclComm_t c, double max_s) {
   return st;
 }
 
+/* The INIT lines of this process into a fresh file made from the template path (mkstemp). */
+static void init_log_to(char* path) {
+  const int fd = mkstemp(path);
+  CHECK_TRUE(fd >= 0);
+  if (fd >= 0) close(fd);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+  setenv("NCCL_DEBUG_FILE", path, 1);
+}
+
 #ifndef TEST_REAL_GPU
 /* Two non-blocking ranks of one communicator on devices 0 and 1, created in one group, settled. */
 static void nb_pair(ncclComm_t c[2]) {
@@ -662,12 +672,7 @@ static void case_nonblocking_ops(void) {
   setenv("NCCL_SHM_DISABLE", "1", 1);
   /* The INIT lines, for the memory each communicator reports (checked at the end). */
   char log[] = "/tmp/choir-test-nb-XXXXXX";
-  const int log_fd = mkstemp(log);
-  CHECK_TRUE(log_fd >= 0);
-  if (log_fd >= 0) close(log_fd);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
-  setenv("NCCL_DEBUG_FILE", log, 1);
+  init_log_to(log);
 #ifndef TEST_REAL_GPU
   transport_set_cuda_ops(&nb_cuda_ops);
 #endif
@@ -995,12 +1000,7 @@ static void case_tree_lazy(void) {
   setenv("NCCL_SHM_DISABLE", "1", 1);
   setenv("NCCL_ALGO", "allreduce:tree", 1);
   char log[] = "/tmp/choir-test-tree-XXXXXX";
-  const int log_fd = mkstemp(log);
-  CHECK_TRUE(log_fd >= 0);
-  if (log_fd >= 0) close(log_fd);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
-  setenv("NCCL_DEBUG_FILE", log, 1);
+  init_log_to(log);
   transport_set_cuda_ops(&nb_cuda_ops);
   ncclComm_t c[2];
   nb_pair(c);
