@@ -461,7 +461,6 @@ static void enq_device_release(enq_comm_t* dp) {
   free(dp->host_tree);
   dp->dev_tree = NULL;
   dp->host_tree = NULL;
-  dp->tree_ready = 0;
   dp->host_kc.trees = NULL;
   dp->host_kc.tree_nchannels = 0;
   if (dp->abort_host) cudaFreeHost(dp->abort_host);
@@ -543,7 +542,7 @@ ncclResult_t enqueue_comm_connect_ring(enq_comm_t* dp) {
 }
 
 ncclResult_t enqueue_comm_connect_tree(enq_comm_t* dp) {
-  if (dp->tree_ready || dp->tree_nch == 0) return ncclSuccess;
+  if (dp->host_tree != NULL || dp->tree_nch == 0) return ncclSuccess;
   if (!dp->ring_ready) {
     WARN("rank %d: the tree channels were asked for before the ring was connected", dp->rank);
     return ncclInternalError;
@@ -587,8 +586,7 @@ ncclResult_t enqueue_comm_connect_tree(enq_comm_t* dp) {
     return res;
   }
   dp->dev_bytes += bytes;
-  dp->host_tree = htree; /* the ends' transports and slots, for the profiler's ProxyOps */
-  dp->tree_ready = 1;
+  dp->host_tree = htree; /* connected; the ends' transports and slots, for the ProxyOps */
   INFO(NCCL_INIT | NCCL_TUNING, "comm 0x%llx rank %d: %d tree channels connected (%d ends)",
        (unsigned long long)dp->comm_hash, dp->rank, tree_nch, k);
   enq_mem_report(dp, "its tree connections");

@@ -85,12 +85,11 @@ struct enq_comm {
   int direct_ctas;
   /* The tree channels (NCCL_ALGO_TREE): tree_nch of them where the tree may run
    * (tune_tree_wanted; 0 otherwise), counted by the model from the ring's connect, connected
-   * (tree_ready; dev_tree, and host_tree the host copy as connected) when a plan first picks
-   * the tree, with buffers of tree_slots bytes per protocol. */
+   * when a plan first picks the tree, with buffers of tree_slots bytes per protocol: dev_tree,
+   * and host_tree its host copy as connected (non-NULL: the tree is connected). */
   kern_tree_t* dev_tree;
   kern_tree_t* host_tree;
   int tree_nch;
-  int tree_ready;
   uint32_t tree_slots[KERN_PROTO_NUM];
   graph_rank_info_t* hosts; /* [nranks]: each rank's host (enq_comm_args_t.hosts) */
   int nchannels;            /* ring channels, decided at the first collective */

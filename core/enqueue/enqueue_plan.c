@@ -365,7 +365,7 @@ static ncclResult_t enq_plan_group(enq_comm_t* dp) {
 /* Whether a queued collective's plan picks the tree before it is connected (*wants). */
 static ncclResult_t enq_tree_wanted(enq_comm_t* dp, int* wants) {
   *wants = 0;
-  if (dp->tree_ready || dp->tree_nch == 0 || !dp->ring_ready) return ncclSuccess;
+  if (dp->host_tree != NULL || dp->tree_nch == 0 || !dp->ring_ready) return ncclSuccess;
   int any = 0;
   for (int i = 0; i < dp->nops && !any; i++)
     any = dp->ops[i].kind == ENQ_ALLREDUCE && dp->ops[i].count > 0;
@@ -394,7 +394,7 @@ static ncclResult_t enq_launch_coll_all(enq_comm_t* dp) {
   for (int i = 0, k = 0; i < dp->nops && res == ncclSuccess; i++) {
     const enq_op_t* op = &dp->ops[i];
     if (!enq_is_coll(op->kind) || op->count == 0) continue;
-    if (dp->plans[i].algo == NCCL_ALGO_TREE && !dp->tree_ready) {
+    if (dp->plans[i].algo == NCCL_ALGO_TREE && dp->host_tree == NULL) {
       WARN("rank %d: a tree plan reached launch before the tree was connected", dp->rank);
       res = ncclInternalError;
       break;
