@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,9 @@
  * child that only skipped (CHECK_SKIPPED, exit CHECK_SKIP) counts as skipped, not as a check.
  * The child's skips reach the parent's count through a shared page. */
 static void fork_case(const char* name, void (*fn)(void)) {
+  /* CHOIR_TEST_CASE=name runs that case alone (while debugging one). */
+  const char* only = getenv("CHOIR_TEST_CASE");
+  if (only != NULL && only[0] != '\0' && strcmp(only, name) != 0) return;
   static int* skips_shared;
   if (skips_shared == NULL) {
     void* p = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
