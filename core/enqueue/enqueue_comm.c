@@ -51,6 +51,17 @@ static int enq_ring_nchannels(const enq_comm_t* dp, int slowest) {
   return enq_clamp(graph_limits_apply(&dp->lim, n), 1, KERN_MAX_CHANNELS);
 }
 
+void enqueue_ring_slots(kern_transport_t slowest, const uint32_t asked[KERN_PROTO_NUM],
+                        uint32_t out[KERN_PROTO_NUM]) {
+  memcpy(out, asked, sizeof(uint32_t) * KERN_PROTO_NUM);
+  for (int kind = KERN_TRANSPORT_P2P; kind <= (int)slowest; kind++) {
+    uint32_t eff[KERN_PROTO_NUM];
+    transport_slots_effective((kern_transport_t)kind, asked, eff);
+    for (int p = 0; p < KERN_PROTO_NUM; p++)
+      if (eff[p] < out[p]) out[p] = eff[p];
+  }
+}
+
 tune_link_t enqueue_link_of(kern_transport_t kind, int gpu_share, int graph_type_intra) {
   switch (kind) {
     case KERN_TRANSPORT_P2P:
@@ -307,9 +318,11 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
         reqs[k].slot_bytes[KERN_PROTO_SIMPLE] = 128;
       }
   }
-  /* The tree's protocols (TUNE_TREE_PROTOS) with the ring's slots, for its connect. */
+  uint32_t slots[KERN_PROTO_NUM];
+  enqueue_ring_slots((kern_transport_t)slow_all, tp.slot_bytes, slots);
+  /* The tree's protocols (TUNE_TREE_PROTOS) with those slots, for its connect. */
   for (int p = 0; p < KERN_PROTO_NUM; p++)
-    dp->tree_slots[p] = TUNE_TREE_PROTOS & (1u << p) ? tp.slot_bytes[p] : 0;
+    dp->tree_slots[p] = TUNE_TREE_PROTOS & (1u << p) ? slots[p] : 0;
   ncclResult_t res = ncclSuccess;
   if (n > 1) res = transport_connect(dp->transport, reqs, k, ENQ_TAG_RING);
   free(reqs);
@@ -337,13 +350,24 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   }
   dp->host_kc.nchannels = nch;
   if (n == 1) return ncclSuccess; /* one rank: no ring, no model (enq_launch_single) */
-  /* The model of what the ring got: the slots as the transport made them (a protocol sharing
-   * SIMPLE's buffer has SIMPLE's slot). */
+  /* The model of what the ring got: the slots above; every connection has at least those
+   * (a kernel's step is the smaller of the plan's chunk and its own connections' capacity). */
   const kern_conn_t* c0 = &dp->host_kc.channels[0].send;
+  for (int c = 0; c < nch; c++)
+    for (int e = 0; e < 2; e++) {
+      const kern_conn_t* conn = e == 0 ? &dp->host_kc.channels[c].send : &dp->host_kc.channels[c].recv;
+      for (int p = 0; p < KERN_PROTO_NUM; p++) {
+        if (slots[p] == 0 || conn->slot_bytes[p] >= slots[p]) continue;
+        WARN("rank %d: ring channel %d's %s connection has a %s slot of %u bytes, less than the "
+             "%u every rank plans with", dp->rank, c, e == 0 ? "send" : "receive",
+             kern_proto_name(p), conn->slot_bytes[p], slots[p]);
+        return ncclInternalError;
+      }
+    }
   tp.proto_mask = 0;
   for (int p = 0; p < KERN_PROTO_NUM; p++) {
-    tp.slot_bytes[p] = c0->slot_bytes[p];
-    if (c0->slot_bytes[p] != 0) tp.proto_mask |= 1u << p;
+    tp.slot_bytes[p] = slots[p];
+    if (slots[p] != 0) tp.proto_mask |= 1u << p;
   }
   CHECK(tune_create(&tp, dp->comm_hash, dp->rank, &dp->tune));
   enq_mem_report(dp, "its ring connections");

@@ -217,6 +217,13 @@ uint64_t enqueue_plan_nbytes(const enq_op_t* op, int nranks);
  * `kind` (gpu_share and the graph's intra-node path type decide between NVLink, PCIe and the
  * same GPU), and the protocols the ring connections get over the links intra and inter. */
 tune_link_t enqueue_link_of(kern_transport_t kind, int gpu_share, int graph_type_intra);
+/* The ring's slots every rank plans with (the model's chunks, the tree's connections), equal on
+ * every rank: a transport that puts a protocol in the Simple buffer (shm, net:
+ * transport_slots_effective) gives it Simple's slot, so in a ring of several kinds of hops a
+ * protocol's slots differ from hop to hop; out is the smallest any kind up to `slowest` (the
+ * slowest transport any pair of ranks uses) makes of `asked`. Every connection has at least it. */
+void enqueue_ring_slots(kern_transport_t slowest, const uint32_t asked[KERN_PROTO_NUM],
+                        uint32_t out[KERN_PROTO_NUM]);
 
 /* enqueue_plan.c */
 /* Connections the pending operations need that do not exist yet: 1 if any. */

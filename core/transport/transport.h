@@ -81,6 +81,12 @@ typedef struct transport_req {
  */
 uint32_t transport_shared_protos(kern_transport_t kind);
 
+/* The slot sizes a connection of `kind` gets from the requested ones (both ends compute the
+ * same): a protocol sharing the SIMPLE buffer (transport_shared_protos) gets SIMPLE's slot,
+ * others keep theirs; 0 stays 0. */
+void transport_slots_effective(kern_transport_t kind, const uint32_t req[KERN_PROTO_NUM],
+                               uint32_t out[KERN_PROTO_NUM]);
+
 /*
  * Connect a set of connection ends. For every request (peer, is_send, id) here, the peer must
  * make the mirror request (this rank, !is_send, id) in a transport_connect call with the same

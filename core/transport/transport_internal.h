@@ -188,11 +188,6 @@ typedef struct transport_wire_conn {
   uint64_t off_head;
 } transport_wire_conn_t;
 
-/* The slot sizes a connection of `kind` gets from the requested ones (both ends compute the
- * same): a protocol sharing the SIMPLE buffer (transport_shared_protos) gets SIMPLE's slot,
- * others keep theirs; 0 stays 0. */
-void transport_slots_effective(kern_transport_t kind, const uint32_t req[KERN_PROTO_NUM],
-                               uint32_t out[KERN_PROTO_NUM]);
 /* Fill the buffers of c (buff, slot_bytes, tail_sync) for `kind` from the requested slots and
  * the offsets of host (the wire description of the end that hosts the buffers) into base. */
 void transport_conn_buffers(kern_conn_t* c, kern_transport_t kind,

@@ -40,13 +40,45 @@ static tune_topo_t topo_make(int nranks, int nnodes, tune_link_t link, int nch, 
   const uint32_t slot[KERN_PROTO_NUM] = {[KERN_PROTO_LL] = 64u << 10,
                                          [KERN_PROTO_LL128] = 600u << 10,
                                          [KERN_PROTO_SIMPLE] = 512u << 10};
-  for (int p = 0; p < KERN_PROTO_NUM; p++)
-    tp.slot_bytes[p] = tp.proto_mask >> p & 1u ? slot[p] : 0;
-  /* Over the network the protocols share SIMPLE's slots (the transport's rule). */
-  if (tp.link_inter == TUNE_LINK_NET || tp.link_intra == TUNE_LINK_NET)
-    for (int p = 0; p < KERN_PROTO_NUM; p++)
-      if (tp.slot_bytes[p]) tp.slot_bytes[p] = slot[KERN_PROTO_SIMPLE];
+  uint32_t asked[KERN_PROTO_NUM];
+  for (int p = 0; p < KERN_PROTO_NUM; p++) asked[p] = tp.proto_mask >> p & 1u ? slot[p] : 0;
+  /* The slots the core plans with, from the slowest transport (enqueue_ring_slots). */
+  const kern_transport_t slowest = tp.link_inter == TUNE_LINK_NET ? KERN_TRANSPORT_NET
+                                   : tp.link_intra == TUNE_LINK_SHM ? KERN_TRANSPORT_SHM
+                                                                    : KERN_TRANSPORT_P2P;
+  enqueue_ring_slots(slowest, asked, tp.slot_bytes);
   return tp;
+}
+
+/* The slots every rank plans with: the smallest that any transport up to the slowest makes of
+ * the asked ones (shm puts LL128 in the Simple buffer, the network LL and LL128), so a ring of
+ * p2p and network hops plans LL with p2p's slot and LL128 with the network's. */
+static void case_ring_slots(void) {
+  const uint32_t asked[KERN_PROTO_NUM] = {[KERN_PROTO_LL] = 64u << 10,
+                                          [KERN_PROTO_LL128] = 600u << 10,
+                                          [KERN_PROTO_SIMPLE] = 512u << 10};
+  uint32_t out[KERN_PROTO_NUM];
+  enqueue_ring_slots(KERN_TRANSPORT_P2P, asked, out);
+  CHECK_EQ_INT(out[KERN_PROTO_LL], 64u << 10);
+  CHECK_EQ_INT(out[KERN_PROTO_LL128], 600u << 10);
+  CHECK_EQ_INT(out[KERN_PROTO_SIMPLE], 512u << 10);
+  enqueue_ring_slots(KERN_TRANSPORT_SHM, asked, out);
+  CHECK_EQ_INT(out[KERN_PROTO_LL], 64u << 10);
+  CHECK_EQ_INT(out[KERN_PROTO_LL128], 512u << 10);
+  CHECK_EQ_INT(out[KERN_PROTO_SIMPLE], 512u << 10);
+  enqueue_ring_slots(KERN_TRANSPORT_NET, asked, out);
+  CHECK_EQ_INT(out[KERN_PROTO_LL], 64u << 10);
+  CHECK_EQ_INT(out[KERN_PROTO_LL128], 512u << 10);
+  CHECK_EQ_INT(out[KERN_PROTO_SIMPLE], 512u << 10);
+  /* A larger LL slot than Simple's: the network's (Simple's) is the smaller one. */
+  const uint32_t big_ll[KERN_PROTO_NUM] = {[KERN_PROTO_LL] = 1u << 20,
+                                           [KERN_PROTO_LL128] = 0,
+                                           [KERN_PROTO_SIMPLE] = 512u << 10};
+  enqueue_ring_slots(KERN_TRANSPORT_NET, big_ll, out);
+  CHECK_EQ_INT(out[KERN_PROTO_LL], 512u << 10);
+  CHECK_EQ_INT(out[KERN_PROTO_LL128], 0); /* not made stays not made */
+  enqueue_ring_slots(KERN_TRANSPORT_SHM, big_ll, out);
+  CHECK_EQ_INT(out[KERN_PROTO_LL], 1u << 20);
 }
 
 static void case_link(void) {
@@ -199,9 +231,10 @@ static void case_refused(void) {
 }
 
 /* The tree (AllReduce, Simple or LL) where tree channels were made, forced (run alone, with
- * NCCL_ALGO=allreduce:tree: meson's enqueue-plan-tree): every size gets a tree plan the kernels
- * take (LL somewhere small, Simple for the largest), its key apart from the ring's; a model that
- * chose the tree where none was connected is refused. */
+ * NCCL_ALGO=allreduce:tree: meson's enqueue-plan-tree): every size of at most 8 steps per
+ * channel gets a tree plan the kernels take (LL somewhere small, Simple for the largest), its key
+ * apart from the ring's, larger ones (1 GiB) are refused; a model that chose the tree where none
+ * was connected is refused. */
 static void case_tree(void) {
   const char* algo = getenv("NCCL_ALGO");
   CHECK_MSG(algo != NULL && strcmp(algo, "allreduce:tree") == 0,
@@ -213,11 +246,20 @@ static void case_tree(void) {
   CHECK_EQ_INT(tune_create(&tp, 0x7ee, 0, &t), ncclSuccess);
   if (t == NULL) return;
   uint32_t protos = 0;
+  int large_refused = 0;
   for (uint64_t bytes = 8; bytes <= (1ull << 30); bytes *= 8) {
     enq_op_t op = {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
                    .count = bytes / 4 ? bytes / 4 : 1};
     enq_plan_t p;
-    CHECK_EQ_INT(enqueue_plan_make(t, &op, 16, 1, tp.slot_bytes, 8, 4, &p), ncclSuccess);
+    err_clear_last();
+    const ncclResult_t res = enqueue_plan_make(t, &op, 16, 1, tp.slot_bytes, 8, 4, &p);
+    if (bytes > (8ull << 20) && res == ncclInvalidUsage) {
+      /* More than 8 steps per channel: refused on the tree (tune_tree_fits). */
+      CHECK_CONTAINS(err_last(), "the tree takes AllReduces of at most 8 steps per channel");
+      large_refused++;
+      continue;
+    }
+    CHECK_EQ_INT(res, ncclSuccess);
     CHECK_MSG(p.algo == NCCL_ALGO_TREE &&
                   (p.proto == NCCL_PROTO_SIMPLE || p.proto == NCCL_PROTO_LL) &&
                   p.nchannels >= 1 && p.nchannels <= 4,
@@ -232,6 +274,7 @@ static void case_tree(void) {
   }
   CHECK_MSG(protos == (1u << NCCL_PROTO_LL | 1u << NCCL_PROTO_SIMPLE),
             "protocols the forced tree got over 8 B..1 GiB: mask %#x, want LL and Simple", protos);
+  CHECK_TRUE(large_refused > 0); /* 1 GiB at least */
   /* Broadcast keeps the ring: its key is not the tree's. */
   enq_op_t bc = {.kind = ENQ_BROADCAST, .type = ncclFloat32, .count = 1024};
   enq_plan_t p;
@@ -383,6 +426,7 @@ int main(int argc, char** argv) {
     const char* name;
     void (*fn)(void);
   } cases[] = {{"link", case_link},
+               {"ring-slots", case_ring_slots},
                {"nbytes", case_nbytes},
                {"same-everywhere", case_same_everywhere},
                {"refused", case_refused},
