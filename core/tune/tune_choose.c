@@ -124,6 +124,25 @@ static uint64_t tune_direct_bytes(const tune_t* t, ncclFunc_t coll, uint64_t nby
   return nbytes;
 }
 
+/* Steps per channel of a tree AllReduce of nbytes with protocol p, on channels and chunks as
+ * tune_choose sizes them. */
+static uint64_t tune_tree_steps(const tune_topo_t* topo, int p, uint64_t nbytes, int max_ch) {
+  int nch = 1, nthreads = 0;
+  tune_model_channels(topo, p, nbytes, max_ch, &nch, &nthreads);
+  const uint32_t chunk = tune_model_chunk(topo, ncclFuncReduce, p, nbytes, nch);
+  if (nch < 1 || chunk == 0) return UINT64_MAX;
+  const uint64_t per_ch = (nbytes + (uint64_t)nch - 1) / (uint64_t)nch;
+  return (per_ch + chunk - 1) / chunk;
+}
+
+/* The tree's kernel sends the root's result down in the same steps as its up phase, which its
+ * children take only after all of theirs: with more steps per channel than a connection has
+ * slots (KERN_NSLOTS) the root and its children would wait for each other. Until the kernel
+ * sends down in a phase of its own, the tree takes AllReduces of at most that many steps. */
+static bool tune_tree_fits(const tune_topo_t* topo, int p, uint64_t nbytes, int max_ch) {
+  return tune_tree_steps(topo, p, nbytes, max_ch) <= KERN_NSLOTS;
+}
+
 /* The model's table for coll: every entry that is built and has buffers. */
 static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
                        tune_table_t table) {
@@ -144,6 +163,7 @@ static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nu
         continue;
       }
       if (a == NCCL_ALGO_TREE) { /* AllReduce only (tune_algos_for) */
+        if (!tune_tree_fits(&t->topo, p, nbytes, t->topo.tree_nchannels)) continue;
         table[a][p] = tune_model_tree_time(&t->model, &t->topo, p, nbytes,
                                            t->topo.tree_nchannels, num_pipe_ops);
         continue;
@@ -267,8 +287,15 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
   tune_pick(table, &w.model_algo, &w.model_proto);
   tune_table_knobs(t, coll, table);
   if (!tune_pick(table, &w.knob_algo, &w.knob_proto)) {
-    WARN("tune_choose: nothing usable for %s (NCCL_ALGO %s, NCCL_PROTO %s)", tune_coll_name(coll),
-         t->algo.value, t->proto.value);
+    if (tune_algos_for(coll, t->algo.allow[coll] & t->algo_usable) == 1u << NCCL_ALGO_TREE)
+      WARN("tune_choose: nothing usable for %s of %llu bytes (NCCL_ALGO %s, NCCL_PROTO %s): the "
+           "tree takes AllReduces of at most %d steps per channel in this build; allow the ring "
+           "too (NCCL_ALGO)",
+           tune_coll_name(coll), (unsigned long long)nbytes, t->algo.value, t->proto.value,
+           KERN_NSLOTS);
+    else
+      WARN("tune_choose: nothing usable for %s of %llu bytes (NCCL_ALGO %s, NCCL_PROTO %s)",
+           tune_coll_name(coll), (unsigned long long)nbytes, t->algo.value, t->proto.value);
     return ncclInvalidUsage;
   }
   int algo = w.knob_algo, proto = w.knob_proto;
@@ -320,6 +347,17 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
       chunk &= ~(uint64_t)15;
       if (chunk < 16) chunk = 16;
       c.chunk_bytes = (uint32_t)chunk;
+    }
+  }
+  if (algo == NCCL_ALGO_TREE) {
+    const uint64_t per_ch = (nbytes + (uint64_t)c.nchannels - 1) / (uint64_t)c.nchannels;
+    if ((per_ch + c.chunk_bytes - 1) / c.chunk_bytes > KERN_NSLOTS) {
+      /* The tuner's channels or chunk (tune_tree_fits). */
+      WARN("tune_choose: the tuner's %d channels and chunk %u make a tree AllReduce of %llu "
+           "bytes more than %d steps per channel, which the tree does not take in this build; "
+           "give it more channels or a larger chunk, or the ring",
+           c.nchannels, c.chunk_bytes, (unsigned long long)nbytes, KERN_NSLOTS);
+      return ncclInvalidUsage;
     }
   }
   c.time_us = algo == NCCL_ALGO_TREE

@@ -115,6 +115,7 @@ static void case_force_ll_3(void) {
   tune_choice_t c;
   choose(t, ncclFuncAllReduce, GIB, &c);
   CHECK_EQ_INT(c.algo, NCCL_ALGO_RING);
+  if (version >= 3) CHECK_TRUE(s->table_in[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] == -1.0f);
   CHECK_EQ_INT(c.proto, NCCL_PROTO_LL);
   CHECK_EQ_INT(c.nchannels, 3);
   CHECK_EQ_INT(c.nthreads, KERN_NTHREADS);
@@ -239,20 +240,25 @@ static void case_force_tree(void) {
   CHECK_EQ_INT(c.algo, NCCL_ALGO_TREE);
   CHECK_EQ_INT(c.proto, NCCL_PROTO_SIMPLE);
   CHECK_EQ_INT(c.nchannels, 1); /* 8 bytes: the size's own count, within the tuner's 2 */
-  choose(t, ncclFuncAllReduce, GIB, &c);
-  CHECK_EQ_INT(c.algo, NCCL_ALGO_TREE);
-  CHECK_EQ_INT(c.nchannels, 2);
-  CHECK_TRUE(c.chunk_bytes % 16 == 0 &&
-             c.chunk_bytes <= kern_proto_step_capacity(NCCL_PROTO_SIMPLE, 524288));
-  if (version >= 3) {
+  if (version >= 3) { /* the table of that call */
     CHECK_TRUE(s->table_in[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] > 0);
     CHECK_TRUE(s->table_in[NCCL_ALGO_TREE][NCCL_PROTO_LL] > 0);
     CHECK_TRUE(s->table_in[NCCL_ALGO_TREE][NCCL_PROTO_LL128] == -1.0f);
   }
+  /* 8 MiB: the largest the tree takes on the tuner's 2 channels (8 steps of 512 KiB each). */
+  choose(t, ncclFuncAllReduce, 8u << 20, &c);
+  CHECK_EQ_INT(c.algo, NCCL_ALGO_TREE);
+  CHECK_EQ_INT(c.nchannels, 2);
+  CHECK_TRUE(c.chunk_bytes % 16 == 0 &&
+             c.chunk_bytes <= kern_proto_step_capacity(NCCL_PROTO_SIMPLE, 524288));
   /* Broadcast has no tree: the tuner's Tree is ignored there. */
   choose(t, ncclFuncBroadcast, GIB, &c);
   CHECK_EQ_INT(c.algo, NCCL_ALGO_RING);
-  CHECK_CONTAINS(log_text(), "TUNE: AllReduce 1073741824 bytes: Tree/Simple 2 channels");
+  CHECK_CONTAINS(log_text(), "TUNE: AllReduce 8388608 bytes: Tree/Simple 2 channels");
+  /* 1 GiB is more than 8 steps per channel: the tree is not in the table, the tuner's Tree is
+   * ignored like any unusable entry. */
+  choose(t, ncclFuncAllReduce, GIB, &c);
+  CHECK_EQ_INT(c.algo, NCCL_ALGO_RING);
   CHECK_CONTAINS(log_text(), "' chose Tree/Simple, channels 2");
   tune_destroy(t);
   unlink(log_path);

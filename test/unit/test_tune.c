@@ -491,6 +491,12 @@ static void case_tree_wanted_ll128(void) { tree_wanted_is(NULL, "allreduce:LL128
 /* Malformed: tune_create reports it, not this. */
 static void case_tree_wanted_bad(void) { tree_wanted_is(NULL, "allreduce:", 0, 0); }
 
+/* The steps per channel of a choice (the tree takes at most KERN_NSLOTS: tune_tree_fits). */
+static uint64_t choice_steps(uint64_t nbytes, const tune_choice_t* c) {
+  const uint64_t per_ch = (nbytes + (uint64_t)c->nchannels - 1) / (uint64_t)c->nchannels;
+  return (per_ch + c->chunk_bytes - 1) / c->chunk_bytes;
+}
+
 /* The model's choice with tree channels: at 16 nodes (128 ranks) the tree's 2 x (7 NVLink + 4
  * network) hops beat the ring's 2 x 127 for small and medium AllReduces, with LL for the small
  * ones; at 2 nodes too the tree's 2 x (7 + 1) LL hops beat the ring's 2 x 15 for small
@@ -515,6 +521,8 @@ static void case_tree_model(void) {
                       c.nchannels >= 1 && c.nchannels <= big.tree_nchannels,
                   "16 nodes: %s %llu bytes: tree with protocol %d on %d channels",
                   tune_coll_name(colls[k]), (unsigned long long)n, c.proto, c.nchannels);
+        CHECK_MSG(choice_steps(n, &c) <= KERN_NSLOTS, "16 nodes: %llu bytes: %llu tree steps",
+                  (unsigned long long)n, (unsigned long long)choice_steps(n, &c));
         tree_sizes++;
       }
       CHECK_EQ_INT(tune_choose(ts, colls[k], n, 1, &c), ncclSuccess);
@@ -537,9 +545,18 @@ static void case_tree_model(void) {
   tune_destroy(ts);
 }
 
-/* Forced for AllReduce: the tree with Simple or LL at every size (LL for 8 B, Simple for 1 GiB),
- * its channels within the tree's, its chunk a pipeline's (whole 16 bytes within the protocol's
- * step); the other collectives keep the ring. */
+/* An AllReduce forced onto the tree and too large for it: refused, and the message says why. */
+static void check_tree_too_large(tune_t* t, uint64_t nbytes) {
+  tune_choice_t c;
+  err_clear_last();
+  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, nbytes, 1, &c), ncclInvalidUsage);
+  CHECK_CONTAINS(err_last(), "the tree takes AllReduces of at most 8 steps per channel");
+}
+
+/* Forced for AllReduce: the tree with Simple or LL at every size it takes (LL for 8 B, Simple
+ * for 8 MiB), its channels within the tree's, its chunk a pipeline's (whole 16 bytes within the
+ * protocol's step), at most KERN_NSLOTS steps per channel; larger ones (1 GiB) refused; the
+ * other collectives keep the ring. */
 static void case_tree_forced(void) {
   env_quiet();
   setenv("NCCL_ALGO", "allreduce:tree", 1);
@@ -551,7 +568,14 @@ static void case_tree_forced(void) {
   for (int i = 0; i < NSIZES; i++) {
     const uint64_t n = size_at(i);
     tune_choice_t c;
-    CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, n, 1, &c), ncclSuccess);
+    const ncclResult_t res = tune_choose(t, ncclFuncAllReduce, n, 1, &c);
+    if (res != ncclSuccess && n > ((uint64_t)8 << 20)) {
+      check_tree_too_large(t, n);
+      continue;
+    }
+    CHECK_EQ_INT(res, ncclSuccess);
+    CHECK_MSG(choice_steps(n, &c) <= KERN_NSLOTS, "%llu bytes: %llu steps per channel",
+              (unsigned long long)n, (unsigned long long)choice_steps(n, &c));
     const uint32_t pcap =
         c.proto == NCCL_PROTO_LL || c.proto == NCCL_PROTO_SIMPLE
             ? kern_proto_step_capacity((kern_proto_t)c.proto, topo.slot_bytes[c.proto])
@@ -568,10 +592,11 @@ static void case_tree_forced(void) {
   tune_choice_t c;
   CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, 8, 1, &c), ncclSuccess);
   CHECK_MSG(c.proto == NCCL_PROTO_LL, "8 B: protocol %d", c.proto);
-  /* Large: Simple, many steps per channel, for the pipeline (at least 64 KiB each). */
-  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, (uint64_t)1 << 30, 1, &c), ncclSuccess);
+  /* Large: Simple, several steps per channel, for the pipeline (at least 64 KiB each). */
+  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, (uint64_t)8 << 20, 1, &c), ncclSuccess);
   CHECK_MSG(c.proto == NCCL_PROTO_SIMPLE && c.chunk_bytes >= 65536 && c.chunk_bytes <= cap,
-            "1 GiB: protocol %d chunk %u", c.proto, c.chunk_bytes);
+            "8 MiB: protocol %d chunk %u", c.proto, c.chunk_bytes);
+  check_tree_too_large(t, (uint64_t)1 << 30);
   tune_destroy(t);
 }
 
@@ -587,7 +612,14 @@ static void case_tree_ll_forced(void) {
   const uint32_t cap = kern_proto_step_capacity(KERN_PROTO_LL, topo.slot_bytes[NCCL_PROTO_LL]);
   for (int i = 0; i < NSIZES; i++) {
     tune_choice_t c;
+    const uint64_t n = size_at(i);
+    /* LL's steps are small: from a few MB its 8 steps per channel are not enough. */
+    if (n > ((uint64_t)1 << 20) && tune_choose(t, ncclFuncAllReduce, n, 1, &c) != ncclSuccess) {
+      check_tree_too_large(t, n);
+      continue;
+    }
     CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, size_at(i), 1, &c), ncclSuccess);
+    CHECK_TRUE(choice_steps(n, &c) <= KERN_NSLOTS);
     CHECK_MSG(c.algo == NCCL_ALGO_TREE && c.proto == NCCL_PROTO_LL && c.chunk_bytes >= 16 &&
                   c.chunk_bytes % 16 == 0 && c.chunk_bytes <= cap,
               "%llu bytes: algorithm %d protocol %d chunk %u (LL step %u)",
