@@ -581,7 +581,13 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
               note "  hosts: the connections were not both P2P (within a host) and NET (between hosts)"
               rc=1
             fi
-            if ! grep -q "rings from the searches of 2 hosts" "$log" ||
+            # Ranks sharing a GPU search no topology (rings in rank order, an INFO line says so).
+            if [ "$rpg" -gt 1 ]; then
+              if ! grep -q "ranks share GPUs: no topology search, rings in rank order" "$log"; then
+                note "  hosts: ranks share GPUs, but no rank said its rings are in rank order"
+                rc=1
+              fi
+            elif ! grep -q "rings from the searches of 2 hosts" "$log" ||
               grep -q "rings in rank order" "$log"; then
               note "  hosts: the rings did not come from the searches of the 2 hosts"
               rc=1
