@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes Choir's kernel instance sources from instances.py, filtered by kernel_subset.
 
-  gen_instances.py --subset SUBSET --list          print the names of the files it would write
-  gen_instances.py --subset SUBSET --outdir DIR    write them into DIR
+  gen_instances.py --subset SUBSET [--split S] --list          print the names of the files it
+                                                              would write
+  gen_instances.py --subset SUBSET [--split S] --outdir DIR    write them into DIR
 
 SUBSET is "all", or clauses separated by ';', each "key=name,name,...": key "ops" (names from
 instances.OPS) or "types" (names from instances.TYPES); a key left out keeps all its names.
@@ -10,8 +11,10 @@ Example: "ops=sum;types=f32,i32". Unknown keys or names are errors, so a typo ca
 build nothing. Meson calls --list at configure time (to know the outputs) and --outdir at build
 time; both see the same arguments, hence the same list.
 
-Outputs: kern_inst_<type>.cu for each type with at least one kept instance (one compiler job per
-type), and kern_table.c: the launcher tables, names and the subset string, in C.
+Outputs: with --split type (the default), kern_inst_<type>.cu for each type with at least one
+kept instance (one compiler job per type); with --split op, kern_inst_<type>_<op>.cu for each kept
+(type, op) (six times the compiler jobs, each a sixth of the work: faster where there are many
+cores, slower on two); and kern_table.c: the launcher tables, names and the subset string, in C.
 """
 import argparse
 import os
@@ -67,8 +70,24 @@ def plan(subset):
     return per_type
 
 
-def outputs(per_type):
-    return [f"kern_inst_{t}.cu" for t in instances.ALL_TYPES if t in per_type] + ["kern_table.c"]
+def sources(per_type, split):
+    """Returns [(file name, [(family, op name), ...], type name)] for the instance sources."""
+    out = []
+    for t in instances.ALL_TYPES:
+        if t not in per_type:
+            continue
+        if split == "type":
+            out.append((f"kern_inst_{t}.cu", per_type[t], t))
+            continue
+        for o in instances.ALL_OPS:
+            insts = [(fam, op) for fam, op in per_type[t] if op == o]
+            if insts:
+                out.append((f"kern_inst_{t}_{o}.cu", insts, t))
+    return out
+
+
+def outputs(per_type, split):
+    return [name for name, _, _ in sources(per_type, split)] + ["kern_table.c"]
 
 
 def launcher(fam, op, ty):
@@ -83,6 +102,7 @@ def write(path, text):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--subset", required=True)
+    ap.add_argument("--split", choices=("type", "op"), default="type")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--outdir")
     a = ap.parse_args()
@@ -92,21 +112,21 @@ def main():
         print(f"gen_instances.py: {e}", file=sys.stderr)
         return 1
     if a.list:
-        print("\n".join(outputs(per_type)))
+        print("\n".join(outputs(per_type, a.split)))
         return 0
     if not a.outdir:
         ap.error("--outdir or --list is required")
 
     type_enum = dict(instances.TYPES)
     op_enum = dict(instances.OPS)
-    for t, insts in per_type.items():
+    for name, insts, t in sources(per_type, a.split):
         lines = [HEADER]
         for h in sorted({fam["header"] for fam, _ in insts}):
             lines.append(f'#include "{h}"\n')
         lines.append("\n")
         for fam, o in insts:
             lines.append(f"{fam['macro']}({o}, {t}, {op_enum[o]}, {type_enum[t]})\n")
-        write(os.path.join(a.outdir, f"kern_inst_{t}.cu"), "".join(lines))
+        write(os.path.join(a.outdir, name), "".join(lines))
 
     c = [HEADER, '#include "kern_internal.h"\n\n']
     c.append(f"_Static_assert(KERN_OP_NUM == {len(instances.OPS)}, "

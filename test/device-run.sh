@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one command for a GPU machine: build (unless a carried build is there), run the GPU suites
 # and the side-by-side benchmarks, and print a short table last. Steps, in order, any subset:
-#   build      meson setup + ninja (reuses BUILD if it exists)
+#   build      meson setup (-Dkernel_split=op) + ninja (reuses BUILD if it exists)
 #   gpu[:T,U]  meson test --suite gpu --suite multigpu (or only the tests named)
 #   init       ncclCommInitRank time and GPU memory, Choir vs NVIDIA NCCL, 2 and NGPUS ranks
 #   ref:OPS    perf binaries on NVIDIA NCCL only (validates the tools): OPS = all or a,b,c
@@ -215,7 +215,10 @@ for step in "$@"; do
     build)
       t0=$(date +%s)
       if [ ! -f "$build/build.ninja" ]; then
-        meson setup "$build" ${ref_inc:+-Dnccl_ref_include=$ref_inc} >"$out/setup.log" 2>&1 ||
+        # One kernel source per (type, op): six times the compiler jobs, each a sixth of the work,
+        # for a GPU machine's many cores (CI's two cores keep one per type).
+        meson setup "$build" ${ref_inc:+-Dnccl_ref_include=$ref_inc} -Dkernel_split=op \
+          >"$out/setup.log" 2>&1 ||
           { tail -20 "$out/setup.log"; note "build: meson setup FAILED"; exit 1; }
       fi
       ninja -C "$build" >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; note "build: FAILED"; exit 1; }
