@@ -202,6 +202,7 @@ typedef struct tune_why {
   int knob_algo, knob_proto;   /* with the knobs, before the tuner */
   int tuner_nch;               /* the tuner's channel count (0: none) */
   bool tuner_asked, tuner_fallback;
+  bool tuner_too_long; /* its channels or chunk made a tree of too many steps (tune_tree_fits) */
   bool chunk_changed; /* getChunkSize answered another chunk than the model's */
   uint64_t tuner_chunk;
 } tune_why_t;
@@ -211,7 +212,10 @@ static void tune_log(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_
   char tuner[160] = "-", knob[96] = "-";
   if (w->tuner_asked) {
     int n;
-    if (w->tuner_fallback)
+    if (w->tuner_too_long)
+      n = snprintf(tuner, sizeof(tuner), "'%s' sized a tree of more than %d steps per channel, "
+                   "ignored", tune_tuner_name(t->tuner), KERN_NSLOTS);
+    else if (w->tuner_fallback)
       n = snprintf(tuner, sizeof(tuner), "'%s' left nothing usable, ignored",
                    tune_tuner_name(t->tuner));
     else if (c->algo != w->knob_algo || c->proto != w->knob_proto)
@@ -313,6 +317,8 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
       proto = w.knob_proto;
     }
   }
+  bool tuner_sizing = t->tuner != NULL; /* the tuner's channels and chunk (not after a fallback) */
+again:;
   int max_ch = algo == NCCL_ALGO_TREE ? t->topo.tree_nchannels : t->topo.ring_nchannels;
   if (w.tuner_nch > 0) max_ch = w.tuner_nch < max_ch ? w.tuner_nch : max_ch;
   tune_choice_t c;
@@ -335,7 +341,7 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
    * their chunk rule (about TUNE_PIPE_STEPS steps per channel). */
   c.chunk_bytes = tune_model_chunk(&t->topo, algo == NCCL_ALGO_TREE ? ncclFuncReduce : coll, proto,
                                    nbytes, c.nchannels);
-  if (t->tuner != NULL) {
+  if (tuner_sizing) {
     uint64_t chunk = c.chunk_bytes;
     bool asked = false;
     CHECK(tune_tuner_chunk(t->tuner, coll, nbytes, algo, proto, c.nchannels, &chunk, &asked));
@@ -352,12 +358,26 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
   if (algo == NCCL_ALGO_TREE) {
     const uint64_t per_ch = (nbytes + (uint64_t)c.nchannels - 1) / (uint64_t)c.nchannels;
     if ((per_ch + c.chunk_bytes - 1) / c.chunk_bytes > KERN_NSLOTS) {
-      /* The tuner's channels or chunk (tune_tree_fits). */
-      WARN("tune_choose: the tuner's %d channels and chunk %u make a tree AllReduce of %llu "
-           "bytes more than %d steps per channel, which the tree does not take in this build; "
-           "give it more channels or a larger chunk, or the ring",
-           c.nchannels, c.chunk_bytes, (unsigned long long)nbytes, KERN_NSLOTS);
-      return ncclInvalidUsage;
+      /* Only the tuner's channels or chunk can do this (the table holds the tree only where
+       * the model's fit: tune_tree_fits): the model's own choice and sizing instead, as where
+       * the tuner leaves nothing usable. */
+      if (!tuner_sizing) {
+        WARN("tune_choose: a tree AllReduce of %llu bytes on %d channels of chunk %u would take "
+             "more than %d steps per channel", (unsigned long long)nbytes, c.nchannels,
+             c.chunk_bytes, KERN_NSLOTS);
+        return ncclInternalError;
+      }
+      INFO(NCCL_TUNING, "tune_choose: the tuner's %d channels and chunk %u make a tree AllReduce "
+           "of %llu bytes more than %d steps per channel, which the tree does not take in this "
+           "build: the model's choice instead", c.nchannels, c.chunk_bytes,
+           (unsigned long long)nbytes, KERN_NSLOTS);
+      tuner_sizing = false;
+      w.tuner_too_long = true;
+      w.tuner_nch = 0;
+      w.chunk_changed = false;
+      algo = w.knob_algo;
+      proto = w.knob_proto;
+      goto again;
     }
   }
   c.time_us = algo == NCCL_ALGO_TREE

@@ -255,6 +255,14 @@ static void case_force_tree(void) {
   choose(t, ncclFuncBroadcast, GIB, &c);
   CHECK_EQ_INT(c.algo, NCCL_ALGO_RING);
   CHECK_CONTAINS(log_text(), "TUNE: AllReduce 8388608 bytes: Tree/Simple 2 channels");
+  /* 16 MiB: the model's tree on its 4 channels takes 8 steps each, the tuner's 2 would make 16:
+   * the tuner is ignored, the model's choice and sizing stand (within 8 steps on the tree). */
+  choose(t, ncclFuncAllReduce, 16u << 20, &c);
+  if (c.algo == NCCL_ALGO_TREE) {
+    const uint64_t per_ch = ((16u << 20) + (uint64_t)c.nchannels - 1) / (uint64_t)c.nchannels;
+    CHECK_TRUE(c.nchannels > 2 && (per_ch + c.chunk_bytes - 1) / c.chunk_bytes <= KERN_NSLOTS);
+  }
+  CHECK_CONTAINS(log_text(), "sized a tree of more than 8 steps per channel, ignored");
   /* 1 GiB is more than 8 steps per channel: the tree is not in the table, the tuner's Tree is
    * ignored like any unusable entry. */
   choose(t, ncclFuncAllReduce, GIB, &c);
