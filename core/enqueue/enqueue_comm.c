@@ -355,7 +355,8 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   const kern_conn_t* c0 = &dp->host_kc.channels[0].send;
   for (int c = 0; c < nch; c++)
     for (int e = 0; e < 2; e++) {
-      const kern_conn_t* conn = e == 0 ? &dp->host_kc.channels[c].send : &dp->host_kc.channels[c].recv;
+      const kern_channel_t* ch = &dp->host_kc.channels[c];
+      const kern_conn_t* conn = e == 0 ? &ch->send : &ch->recv;
       for (int p = 0; p < KERN_PROTO_NUM; p++) {
         if (slots[p] == 0 || conn->slot_bytes[p] >= slots[p]) continue;
         WARN("rank %d: ring channel %d's %s connection has a %s slot of %u bytes, less than the "

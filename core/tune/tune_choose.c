@@ -124,15 +124,19 @@ static uint64_t tune_direct_bytes(const tune_t* t, ncclFunc_t coll, uint64_t nby
   return nbytes;
 }
 
+/* Steps per channel of nbytes over nch channels in chunks of chunk bytes. */
+static uint64_t tune_steps(uint64_t nbytes, int nch, uint32_t chunk) {
+  if (nch < 1 || chunk == 0) return UINT64_MAX;
+  const uint64_t per_ch = (nbytes + (uint64_t)nch - 1) / (uint64_t)nch;
+  return (per_ch + chunk - 1) / chunk;
+}
+
 /* Steps per channel of a tree AllReduce of nbytes with protocol p, on channels and chunks as
  * tune_choose sizes them. */
 static uint64_t tune_tree_steps(const tune_topo_t* topo, int p, uint64_t nbytes, int max_ch) {
   int nch = 1, nthreads = 0;
   tune_model_channels(topo, p, nbytes, max_ch, &nch, &nthreads);
-  const uint32_t chunk = tune_model_chunk(topo, ncclFuncReduce, p, nbytes, nch);
-  if (nch < 1 || chunk == 0) return UINT64_MAX;
-  const uint64_t per_ch = (nbytes + (uint64_t)nch - 1) / (uint64_t)nch;
-  return (per_ch + chunk - 1) / chunk;
+  return tune_steps(nbytes, nch, tune_model_chunk(topo, ncclFuncReduce, p, nbytes, nch));
 }
 
 /* The tree's kernel sends the root's result down in the same steps as its up phase, which its
@@ -355,30 +359,27 @@ again:;
       c.chunk_bytes = (uint32_t)chunk;
     }
   }
-  if (algo == NCCL_ALGO_TREE) {
-    const uint64_t per_ch = (nbytes + (uint64_t)c.nchannels - 1) / (uint64_t)c.nchannels;
-    if ((per_ch + c.chunk_bytes - 1) / c.chunk_bytes > KERN_NSLOTS) {
-      /* Only the tuner's channels or chunk can do this (the table holds the tree only where
-       * the model's fit: tune_tree_fits): the model's own choice and sizing instead, as where
-       * the tuner leaves nothing usable. */
-      if (!tuner_sizing) {
-        WARN("tune_choose: a tree AllReduce of %llu bytes on %d channels of chunk %u would take "
-             "more than %d steps per channel", (unsigned long long)nbytes, c.nchannels,
-             c.chunk_bytes, KERN_NSLOTS);
-        return ncclInternalError;
-      }
-      INFO(NCCL_TUNING, "tune_choose: the tuner's %d channels and chunk %u make a tree AllReduce "
-           "of %llu bytes more than %d steps per channel, which the tree does not take in this "
-           "build: the model's choice instead", c.nchannels, c.chunk_bytes,
-           (unsigned long long)nbytes, KERN_NSLOTS);
-      tuner_sizing = false;
-      w.tuner_too_long = true;
-      w.tuner_nch = 0;
-      w.chunk_changed = false;
-      algo = w.knob_algo;
-      proto = w.knob_proto;
-      goto again;
+  if (algo == NCCL_ALGO_TREE && tune_steps(nbytes, c.nchannels, c.chunk_bytes) > KERN_NSLOTS) {
+    /* Only the tuner's channels or chunk can do this (the table holds the tree only where
+     * the model's fit: tune_tree_fits): the model's own choice and sizing instead, as where
+     * the tuner leaves nothing usable. */
+    if (!tuner_sizing) {
+      WARN("tune_choose: a tree AllReduce of %llu bytes on %d channels of chunk %u would take "
+           "more than %d steps per channel", (unsigned long long)nbytes, c.nchannels,
+           c.chunk_bytes, KERN_NSLOTS);
+      return ncclInternalError;
     }
+    INFO(NCCL_TUNING, "tune_choose: the tuner's %d channels and chunk %u make a tree AllReduce "
+         "of %llu bytes more than %d steps per channel, which the tree does not take in this "
+         "build: the model's choice instead", c.nchannels, c.chunk_bytes,
+         (unsigned long long)nbytes, KERN_NSLOTS);
+    tuner_sizing = false;
+    w.tuner_too_long = true;
+    w.tuner_nch = 0;
+    w.chunk_changed = false;
+    algo = w.knob_algo;
+    proto = w.knob_proto;
+    goto again;
   }
   c.time_us = algo == NCCL_ALGO_TREE
                   ? tune_model_tree_time(&t->model, &t->topo, proto, nbytes, max_ch, num_pipe_ops)
