@@ -365,16 +365,16 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL>,
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_LL128>,
       (const void*)kern_coll_batch_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
-  /* The tree runs Simple and LL (the launch check refuses LL128 on it). */
   const void* tree_fns[KERN_PROTO_NUM] = {
-      (const void*)kern_tree_batch_kernel<OP, TYPE, KERN_PROTO_LL>, nullptr,
+      (const void*)kern_tree_batch_kernel<OP, TYPE, KERN_PROTO_LL>,
+      (const void*)kern_tree_batch_kernel<OP, TYPE, KERN_PROTO_LL128>,
       (const void*)kern_tree_batch_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
   if (b == nullptr) {
     cudaFuncAttributes attr;
     cudaError_t e = cudaSuccess;
     for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++) {
       e = cudaFuncGetAttributes(&attr, fns[p]);
-      if (e == cudaSuccess && tree_fns[p] != nullptr) e = cudaFuncGetAttributes(&attr, tree_fns[p]);
+      if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, tree_fns[p]);
     }
     return e;
   }
@@ -387,7 +387,6 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   coll_batch_dims(b, tree ? (unsigned)tree_max_threads<OP, TYPE>() : maxt[proto],
                   (unsigned)sizeof(typename red<OP, TYPE>::B), &grid, &nt);
   const void* fn = tree ? tree_fns[proto] : fns[proto];
-  if (fn == nullptr) return cudaErrorInvalidValue; /* refused by the launch check before */
   return kern_launch_prefix(fn, grid, nt, b,
                             KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }

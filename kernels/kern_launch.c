@@ -188,12 +188,9 @@ static ncclResult_t kern_coll_check(const kern_coll_work_t* w, const char* what)
                      "%s: algo %d is not built (tree, %d; ring, %d; OneShot, %d; TwoShot, %d)",
                      what, (int)w->algo, KERN_ALGO_TREE, NCCL_ALGO_RING, KERN_ALGO_ONESHOT,
                      KERN_ALGO_TWOSHOT);
-  if (w->algo == KERN_ALGO_TREE &&
-      ((w->proto != KERN_PROTO_SIMPLE && w->proto != KERN_PROTO_LL) ||
-       w->coll != KERN_COLL_ALLREDUCE))
-    return kern_fail(ncclInvalidArgument,
-                     "%s: the tree runs AllReduce with the Simple and LL protocols only (coll %d, "
-                     "proto %d)", what, (int)w->coll, (int)w->proto);
+  if (w->algo == KERN_ALGO_TREE && w->coll != KERN_COLL_ALLREDUCE)
+    return kern_fail(ncclInvalidArgument, "%s: the tree runs AllReduce only (coll %d)", what,
+                     (int)w->coll);
   if ((w->algo == KERN_ALGO_ONESHOT || w->algo == KERN_ALGO_TWOSHOT) &&
       (w->proto != KERN_PROTO_LL || w->nchannels > KERN_DIRECT_MAX_CTAS ||
        !kern_direct_runs(w->algo, w->coll)))

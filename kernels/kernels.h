@@ -275,7 +275,7 @@ typedef struct kern_channel {
   const int32_t* ranks; /* device memory: the ring's ranks in ring order (nranks entries) */
 } kern_channel_t;
 
-/* One tree channel (NCCL_ALGO_TREE: AllReduce, Simple or LL): this rank's links in the
+/* One tree channel (NCCL_ALGO_TREE: AllReduce, every protocol): this rank's links in the
  * channel's tree, and a connection each way with every one of them. Inside a node the tree is the
  * chain of its ranks in ring order; across nodes, NCCL's double binary tree over the nodes' first
  * ranks (graph.h). up: the parent (-1 at the root); down[]: the children (-1 where absent, in any

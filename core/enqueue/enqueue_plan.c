@@ -163,15 +163,15 @@ ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int nu
       return ncclInternalError;
     }
   } else if (ch.algo == NCCL_ALGO_TREE) {
-    /* tune offers the tree only with tree channels (algo_mask), for AllReduce, with Simple or
-     * LL (the tree's connections have the ring's slots). */
+    /* tune offers the tree only with tree channels (algo_mask), for AllReduce, with a protocol
+     * of TUNE_TREE_PROTOS that the ring has (the tree's connections have the ring's slots). */
     if (op->kind != ENQ_ALLREDUCE || (unsigned)ch.proto >= NCCL_NUM_PROTOCOLS ||
         !(TUNE_TREE_PROTOS & (1u << ch.proto)) ||
         ring_slot_bytes[ch.proto] == 0 || ch.nchannels < 1 ||
         ch.nchannels > tree_nchannels || ch.nthreads < 64 || ch.nthreads > KERN_NTHREADS ||
         ch.nthreads % 32 != 0 || ch.chunk_bytes < 16 || ch.chunk_bytes % 16 != 0) {
       WARN("plan: the model chose the tree with protocol %d, %d channels, %d threads, chunk %u "
-           "for collective %d; it takes AllReduce, Simple or LL, 1..%d channels (those "
+           "for collective %d; it takes AllReduce, a protocol the ring has, 1..%d channels (those "
            "connected), 64..%d threads (multiples of 32) and chunks of whole 16 bytes",
            ch.proto, ch.nchannels, ch.nthreads, ch.chunk_bytes, (int)op->kind, tree_nchannels,
            KERN_NTHREADS);

@@ -50,7 +50,7 @@
  * ReduceScatter: tune_algos_for), LL over the direct connections. */
 #define TUNE_ALGO_DIRECT_MASK (1u << TUNE_ALGO_ONESHOT | 1u << TUNE_ALGO_TWOSHOT)
 /* The protocols the tree runs (kern_tree.cuh). */
-#define TUNE_TREE_PROTOS (1u << NCCL_PROTO_SIMPLE | 1u << NCCL_PROTO_LL)
+#define TUNE_TREE_PROTOS (1u << NCCL_PROTO_SIMPLE | 1u << NCCL_PROTO_LL | 1u << NCCL_PROTO_LL128)
 
 typedef enum {
   TUNE_LINK_NVLINK = 0,   /* GPUs of a node through NVLink (p2p transport) */
@@ -100,7 +100,7 @@ typedef struct tune_topo {
 ncclResult_t tune_protocols_for_link(tune_link_t link, uint32_t* mask_p);
 
 /* Whether a communicator over nnodes hosts should connect tree channels: NCCL_ALGO and
- * NCCL_PROTO leave AllReduce the tree with Simple or LL, and either there are several hosts
+ * NCCL_PROTO leave AllReduce the tree with a protocol, and either there are several hosts
  * (where the model may pick it) or NCCL_ALGO names the tree for AllReduce (inside one node the
  * tree is a chain, which the ring beats; it is made only when asked for). A malformed knob gives
  * 0 here (tune_create reports it). Equal on every rank given equal environments. */

@@ -124,29 +124,6 @@ static uint64_t tune_direct_bytes(const tune_t* t, ncclFunc_t coll, uint64_t nby
   return nbytes;
 }
 
-/* Steps per channel of nbytes over nch channels in chunks of chunk bytes. */
-static uint64_t tune_steps(uint64_t nbytes, int nch, uint32_t chunk) {
-  if (nch < 1 || chunk == 0) return UINT64_MAX;
-  const uint64_t per_ch = (nbytes + (uint64_t)nch - 1) / (uint64_t)nch;
-  return (per_ch + chunk - 1) / chunk;
-}
-
-/* Steps per channel of a tree AllReduce of nbytes with protocol p, on channels and chunks as
- * tune_choose sizes them. */
-static uint64_t tune_tree_steps(const tune_topo_t* topo, int p, uint64_t nbytes, int max_ch) {
-  int nch = 1, nthreads = 0;
-  tune_model_channels(topo, p, nbytes, max_ch, &nch, &nthreads);
-  return tune_steps(nbytes, nch, tune_model_chunk(topo, ncclFuncReduce, p, nbytes, nch));
-}
-
-/* The tree's kernel sends the root's result down in the same steps as its up phase, which its
- * children take only after all of theirs: with more steps per channel than a connection has
- * slots (KERN_NSLOTS) the root and its children would wait for each other. Until the kernel
- * sends down in a phase of its own, the tree takes AllReduces of at most that many steps. */
-static bool tune_tree_fits(const tune_topo_t* topo, int p, uint64_t nbytes, int max_ch) {
-  return tune_tree_steps(topo, p, nbytes, max_ch) <= KERN_NSLOTS;
-}
-
 /* The model's table for coll: every entry that is built and has buffers. */
 static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
                        tune_table_t table) {
@@ -155,7 +132,7 @@ static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nu
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
       table[a][p] = (float)NCCL_ALGO_PROTO_IGNORE;
       if (!(algos & (1u << a)) || !(t->proto_usable & (1u << p))) continue;
-      /* The tree runs Simple and LL, OneShot and TwoShot LL only (tune_protos_for_algo). */
+      /* The tree runs every protocol, OneShot and TwoShot LL only (tune_protos_for_algo). */
       if (!(tune_protos_for_algo(a) & (1u << p))) continue;
       if (TUNE_ALGO_DIRECT_MASK & (1u << a)) {
         /* LL lines over the direct connections, whatever the ring's buffers. */
@@ -167,7 +144,6 @@ static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nu
         continue;
       }
       if (a == NCCL_ALGO_TREE) { /* AllReduce only (tune_algos_for) */
-        if (!tune_tree_fits(&t->topo, p, nbytes, t->topo.tree_nchannels)) continue;
         table[a][p] = tune_model_tree_time(&t->model, &t->topo, p, nbytes,
                                            t->topo.tree_nchannels, num_pipe_ops);
         continue;
@@ -206,7 +182,6 @@ typedef struct tune_why {
   int knob_algo, knob_proto;   /* with the knobs, before the tuner */
   int tuner_nch;               /* the tuner's channel count (0: none) */
   bool tuner_asked, tuner_fallback;
-  bool tuner_too_long; /* its channels or chunk made a tree of too many steps (tune_tree_fits) */
   bool chunk_changed; /* getChunkSize answered another chunk than the model's */
   uint64_t tuner_chunk;
 } tune_why_t;
@@ -216,10 +191,7 @@ static void tune_log(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_
   char tuner[160] = "-", knob[96] = "-";
   if (w->tuner_asked) {
     int n;
-    if (w->tuner_too_long)
-      n = snprintf(tuner, sizeof(tuner), "'%s' sized a tree of more than %d steps per channel, "
-                   "ignored", tune_tuner_name(t->tuner), KERN_NSLOTS);
-    else if (w->tuner_fallback)
+    if (w->tuner_fallback)
       n = snprintf(tuner, sizeof(tuner), "'%s' left nothing usable, ignored",
                    tune_tuner_name(t->tuner));
     else if (c->algo != w->knob_algo || c->proto != w->knob_proto)
@@ -295,15 +267,8 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
   tune_pick(table, &w.model_algo, &w.model_proto);
   tune_table_knobs(t, coll, table);
   if (!tune_pick(table, &w.knob_algo, &w.knob_proto)) {
-    if (tune_algos_for(coll, t->algo.allow[coll] & t->algo_usable) == 1u << NCCL_ALGO_TREE)
-      WARN("tune_choose: nothing usable for %s of %llu bytes (NCCL_ALGO %s, NCCL_PROTO %s): the "
-           "tree takes AllReduces of at most %d steps per channel in this build; allow the ring "
-           "too (NCCL_ALGO)",
-           tune_coll_name(coll), (unsigned long long)nbytes, t->algo.value, t->proto.value,
-           KERN_NSLOTS);
-    else
-      WARN("tune_choose: nothing usable for %s of %llu bytes (NCCL_ALGO %s, NCCL_PROTO %s)",
-           tune_coll_name(coll), (unsigned long long)nbytes, t->algo.value, t->proto.value);
+    WARN("tune_choose: nothing usable for %s (NCCL_ALGO %s, NCCL_PROTO %s)", tune_coll_name(coll),
+         t->algo.value, t->proto.value);
     return ncclInvalidUsage;
   }
   int algo = w.knob_algo, proto = w.knob_proto;
@@ -321,8 +286,6 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
       proto = w.knob_proto;
     }
   }
-  bool tuner_sizing = t->tuner != NULL; /* the tuner's channels and chunk (not after a fallback) */
-again:;
   int max_ch = algo == NCCL_ALGO_TREE ? t->topo.tree_nchannels : t->topo.ring_nchannels;
   if (w.tuner_nch > 0) max_ch = w.tuner_nch < max_ch ? w.tuner_nch : max_ch;
   tune_choice_t c;
@@ -345,7 +308,7 @@ again:;
    * their chunk rule (about TUNE_PIPE_STEPS steps per channel). */
   c.chunk_bytes = tune_model_chunk(&t->topo, algo == NCCL_ALGO_TREE ? ncclFuncReduce : coll, proto,
                                    nbytes, c.nchannels);
-  if (tuner_sizing) {
+  if (t->tuner != NULL) {
     uint64_t chunk = c.chunk_bytes;
     bool asked = false;
     CHECK(tune_tuner_chunk(t->tuner, coll, nbytes, algo, proto, c.nchannels, &chunk, &asked));
@@ -358,28 +321,6 @@ again:;
       if (chunk < 16) chunk = 16;
       c.chunk_bytes = (uint32_t)chunk;
     }
-  }
-  if (algo == NCCL_ALGO_TREE && tune_steps(nbytes, c.nchannels, c.chunk_bytes) > KERN_NSLOTS) {
-    /* Only the tuner's channels or chunk can do this (the table holds the tree only where
-     * the model's fit: tune_tree_fits): the model's own choice and sizing instead, as where
-     * the tuner leaves nothing usable. */
-    if (!tuner_sizing) {
-      WARN("tune_choose: a tree AllReduce of %llu bytes on %d channels of chunk %u would take "
-           "more than %d steps per channel", (unsigned long long)nbytes, c.nchannels,
-           c.chunk_bytes, KERN_NSLOTS);
-      return ncclInternalError;
-    }
-    INFO(NCCL_TUNING, "tune_choose: the tuner's %d channels and chunk %u make a tree AllReduce "
-         "of %llu bytes more than %d steps per channel, which the tree does not take in this "
-         "build: the model's choice instead", c.nchannels, c.chunk_bytes,
-         (unsigned long long)nbytes, KERN_NSLOTS);
-    tuner_sizing = false;
-    w.tuner_too_long = true;
-    w.tuner_nch = 0;
-    w.chunk_changed = false;
-    algo = w.knob_algo;
-    proto = w.knob_proto;
-    goto again;
   }
   c.time_us = algo == NCCL_ALGO_TREE
                   ? tune_model_tree_time(&t->model, &t->topo, proto, nbytes, max_ch, num_pipe_ops)

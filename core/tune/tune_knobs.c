@@ -255,15 +255,14 @@ ncclResult_t tune_knobs_check(const tune_knob_t* algo, const tune_knob_t* proto,
           tune_coll_name(c));
       return ncclInvalidUsage;
     }
-    /* The tree runs Simple and LL, OneShot and TwoShot LL only: a pair must be left. */
+    /* The tree runs Simple, LL and LL128, OneShot and TwoShot LL only: a pair must be left. */
     bool pair = false;
     for (int a = 0; a < TUNE_NUM_ALGOS && !pair; a++)
       pair = (algo->allow[c] & usable & (1u << a)) &&
              (proto->allow[c] & proto_mask & tune_protos_for_algo(a));
     if (!pair) {
       WARN("NCCL_ALGO=\"%s\" and NCCL_PROTO=\"%s\" together leave %s nothing to run: %s "
-           "allowed by the first, %s by the second, and the tree runs Simple and LL, OneShot and "
-           "TwoShot LL only; allow the ring, or a protocol of the algorithm you name",
+           "allowed by the first, %s by the second, and OneShot and TwoShot run LL only; allow the ring, or a protocol of the algorithm you name",
            algo->value, proto->value, tune_coll_name(c),
            tune_mask_names(algo->allow[c] & usable, tune_algo_name, TUNE_NUM_ALGOS, allowed,
                            sizeof(allowed)),

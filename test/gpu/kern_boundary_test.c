@@ -177,14 +177,10 @@ int main(void) {
   w.algo = NCCL_ALGO_COLLNET_DIRECT; /* not built */
   CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
   CHECK_CONTAINS(kern_last_error(), "algo 2 is not built");
-  /* The tree runs AllReduce with Simple and LL only (this work is a Broadcast, then LL128). */
+  /* The tree runs AllReduce only (this work is a Broadcast). */
   w.algo = NCCL_ALGO_TREE;
   CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
-  CHECK_CONTAINS(kern_last_error(),
-                 "the tree runs AllReduce with the Simple and LL protocols only");
-  w.proto = KERN_PROTO_LL128;
-  CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
-  CHECK_CONTAINS(kern_last_error(), "(coll 0, proto 1)");
+  CHECK_CONTAINS(kern_last_error(), "the tree runs AllReduce only (coll 0)");
   w.proto = KERN_PROTO_SIMPLE;
   w.algo = NCCL_ALGO_RING;
   const uint32_t bad_threads[] = {0, 32, 48, 65, 100, KERN_NTHREADS + 32, 1024};

@@ -995,10 +995,11 @@ static int log_count(const char* log, const char* what) {
   return n;
 }
 
-static void case_tree_lazy(void) {
+static void tree_lazy(const char* proto) {
   setenv("NCCL_P2P_DISABLE", "1", 1);
   setenv("NCCL_SHM_DISABLE", "1", 1);
   setenv("NCCL_ALGO", "allreduce:tree", 1);
+  if (proto != NULL) setenv("NCCL_PROTO", proto, 1);
   char log[] = "/tmp/choir-test-tree-XXXXXX";
   init_log_to(log);
   transport_set_cuda_ops(&nb_cuda_ops);
@@ -1032,6 +1033,12 @@ static void case_tree_lazy(void) {
   }
   if (check_failures_ == 0) unlink(log);
 }
+
+static void case_tree_lazy(void) { tree_lazy(NULL); }
+
+/* LL128 forced: over the network it lives in the Simple buffer, with Simple's slot, which the
+ * ring's connections the tree reuses have; the tree must ask for that slot, not LL128's own. */
+static void case_tree_lazy_ll128(void) { tree_lazy("LL128"); }
 #endif
 
 static void case_nonblocking(void) {
@@ -1246,6 +1253,7 @@ int main(int argc, char** argv) {
   if (ndev >= 2 && getenv("CHOIR_PLUGIN_DIR") != NULL) {
     fork_case("group_batches", case_group_batches);
     fork_case("tree_lazy", case_tree_lazy);
+    fork_case("tree_lazy_ll128", case_tree_lazy_ll128);
   }
   if (ndev >= 2) {
     fork_case("oneshot_on", case_oneshot_on);

@@ -230,11 +230,10 @@ static void case_refused(void) {
   tune_destroy(t);
 }
 
-/* The tree (AllReduce, Simple or LL) where tree channels were made, forced (run alone, with
- * NCCL_ALGO=allreduce:tree: meson's enqueue-plan-tree): every size of at most 8 steps per
- * channel gets a tree plan the kernels take (LL somewhere small, Simple for the largest), its key
- * apart from the ring's, larger ones (1 GiB) are refused; a model that chose the tree where none
- * was connected is refused. */
+/* The tree (AllReduce, every protocol) where tree channels were made, forced (run alone, with
+ * NCCL_ALGO=allreduce:tree: meson's enqueue-plan-tree): every size gets a tree plan the kernels
+ * take (LL for the smallest, Simple for the largest), its key apart from the ring's; a model that
+ * chose the tree where none was connected is refused. */
 static void case_tree(void) {
   const char* algo = getenv("NCCL_ALGO");
   CHECK_MSG(algo != NULL && strcmp(algo, "allreduce:tree") == 0,
@@ -246,22 +245,12 @@ static void case_tree(void) {
   CHECK_EQ_INT(tune_create(&tp, 0x7ee, 0, &t), ncclSuccess);
   if (t == NULL) return;
   uint32_t protos = 0;
-  int large_refused = 0;
   for (uint64_t bytes = 8; bytes <= (1ull << 30); bytes *= 8) {
     enq_op_t op = {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
                    .count = bytes / 4 ? bytes / 4 : 1};
     enq_plan_t p;
-    err_clear_last();
-    const ncclResult_t res = enqueue_plan_make(t, &op, 16, 1, tp.slot_bytes, 8, 4, &p);
-    if (bytes > (8ull << 20) && res == ncclInvalidUsage) {
-      /* More than 8 steps per channel: refused on the tree (tune_tree_fits). */
-      CHECK_CONTAINS(err_last(), "the tree takes AllReduces of at most 8 steps per channel");
-      large_refused++;
-      continue;
-    }
-    CHECK_EQ_INT(res, ncclSuccess);
-    CHECK_MSG(p.algo == NCCL_ALGO_TREE &&
-                  (p.proto == NCCL_PROTO_SIMPLE || p.proto == NCCL_PROTO_LL) &&
+    CHECK_EQ_INT(enqueue_plan_make(t, &op, 16, 1, tp.slot_bytes, 8, 4, &p), ncclSuccess);
+    CHECK_MSG(p.algo == NCCL_ALGO_TREE && p.proto >= 0 && p.proto < NCCL_NUM_PROTOCOLS &&
                   p.nchannels >= 1 && p.nchannels <= 4,
               "%llu bytes: algorithm %d protocol %d on %d channels", (unsigned long long)bytes,
               p.algo, p.proto, p.nchannels);
@@ -272,9 +261,10 @@ static void case_tree(void) {
     CHECK_EQ_INT(enqueue_plan_make(t, &op, 16, 1, tp.slot_bytes, 8, 0, &p), ncclInternalError);
     CHECK_CONTAINS(err_last(), "the model chose the tree");
   }
-  CHECK_MSG(protos == (1u << NCCL_PROTO_LL | 1u << NCCL_PROTO_SIMPLE),
-            "protocols the forced tree got over 8 B..1 GiB: mask %#x, want LL and Simple", protos);
-  CHECK_TRUE(large_refused > 0); /* 1 GiB at least */
+  CHECK_MSG((protos & (1u << NCCL_PROTO_LL | 1u << NCCL_PROTO_SIMPLE)) ==
+                (1u << NCCL_PROTO_LL | 1u << NCCL_PROTO_SIMPLE),
+            "protocols the forced tree got over 8 B..1 GiB: mask %#x, want LL and Simple among "
+            "them", protos);
   /* Broadcast keeps the ring: its key is not the tree's. */
   enq_op_t bc = {.kind = ENQ_BROADCAST, .type = ncclFloat32, .count = 1024};
   enq_plan_t p;

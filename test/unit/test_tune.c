@@ -454,7 +454,7 @@ static void case_oneshot_unmade(void) {
   tune_destroy(t);
 }
 
-/* ---- The tree (AllReduce, Simple and LL) --------------------------------------------------- */
+/* ---- The tree (AllReduce, every protocol) ---------------------------------------------------- */
 
 /* n nodes of 8 H100s (NVLink inside, a 400 Gb/s NIC per GPU between), the ring over the network
  * (8 channels), and the tree channels the data path makes for several hosts. */
@@ -468,7 +468,7 @@ static tune_topo_t tree_topo(int nnodes, int tree_nch) {
 }
 
 /* When the communicator makes tree channels: several hosts unless the knobs leave AllReduce no
- * tree with Simple or LL; one host only when NCCL_ALGO names the tree for AllReduce. One
+ * tree with a protocol; one host only when NCCL_ALGO names the tree for AllReduce. One
  * environment per case (the parameter table reads a variable once per process). */
 static void tree_wanted_is(const char* algo, const char* proto, int one, int two) {
   env_quiet();
@@ -487,20 +487,14 @@ static void case_tree_wanted_other(void) { tree_wanted_is("broadcast:tree", NULL
 static void case_tree_wanted_excluded(void) { tree_wanted_is("^tree", NULL, 0, 0); }
 static void case_tree_wanted_ring(void) { tree_wanted_is("allreduce:ring", NULL, 0, 0); }
 static void case_tree_wanted_ll(void) { tree_wanted_is(NULL, "allreduce:LL,LL128", 0, 1); }
-static void case_tree_wanted_ll128(void) { tree_wanted_is(NULL, "allreduce:LL128", 0, 0); }
+static void case_tree_wanted_ll128(void) { tree_wanted_is(NULL, "allreduce:LL128", 0, 1); }
 /* Malformed: tune_create reports it, not this. */
 static void case_tree_wanted_bad(void) { tree_wanted_is(NULL, "allreduce:", 0, 0); }
-
-/* The steps per channel of a choice (the tree takes at most KERN_NSLOTS: tune_tree_fits). */
-static uint64_t choice_steps(uint64_t nbytes, const tune_choice_t* c) {
-  const uint64_t per_ch = (nbytes + (uint64_t)c->nchannels - 1) / (uint64_t)c->nchannels;
-  return (per_ch + c->chunk_bytes - 1) / c->chunk_bytes;
-}
 
 /* The model's choice with tree channels: at 16 nodes (128 ranks) the tree's 2 x (7 NVLink + 4
  * network) hops beat the ring's 2 x 127 for small and medium AllReduces, with LL for the small
  * ones; at 2 nodes too the tree's 2 x (7 + 1) LL hops beat the ring's 2 x 15 for small
- * AllReduces. No other collective, and no protocol but Simple and LL, ever gets the tree. */
+ * AllReduces. No other collective ever gets the tree. */
 static void case_tree_model(void) {
   env_quiet();
   tune_topo_t big = tree_topo(16, 8), small = tree_topo(2, 8);
@@ -516,13 +510,10 @@ static void case_tree_model(void) {
       CHECK_EQ_INT(tune_choose(tb, colls[k], n, 1, &c), ncclSuccess);
       if (c.algo != NCCL_ALGO_TREE) check_choice("16 nodes, tree", &big, colls[k], n, &c);
       if (c.algo == NCCL_ALGO_TREE) {
-        CHECK_MSG(colls[k] == ncclFuncAllReduce &&
-                      (c.proto == NCCL_PROTO_SIMPLE || c.proto == NCCL_PROTO_LL) &&
+        CHECK_MSG(colls[k] == ncclFuncAllReduce && c.proto >= 0 && c.proto < NCCL_NUM_PROTOCOLS &&
                       c.nchannels >= 1 && c.nchannels <= big.tree_nchannels,
                   "16 nodes: %s %llu bytes: tree with protocol %d on %d channels",
                   tune_coll_name(colls[k]), (unsigned long long)n, c.proto, c.nchannels);
-        CHECK_MSG(choice_steps(n, &c) <= KERN_NSLOTS, "16 nodes: %llu bytes: %llu tree steps",
-                  (unsigned long long)n, (unsigned long long)choice_steps(n, &c));
         tree_sizes++;
       }
       CHECK_EQ_INT(tune_choose(ts, colls[k], n, 1, &c), ncclSuccess);
@@ -545,18 +536,9 @@ static void case_tree_model(void) {
   tune_destroy(ts);
 }
 
-/* An AllReduce forced onto the tree and too large for it: refused, and the message says why. */
-static void check_tree_too_large(tune_t* t, uint64_t nbytes) {
-  tune_choice_t c;
-  err_clear_last();
-  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, nbytes, 1, &c), ncclInvalidUsage);
-  CHECK_CONTAINS(err_last(), "the tree takes AllReduces of at most 8 steps per channel");
-}
-
-/* Forced for AllReduce: the tree with Simple or LL at every size it takes (LL for 8 B, Simple
- * for 8 MiB), its channels within the tree's, its chunk a pipeline's (whole 16 bytes within the
- * protocol's step), at most KERN_NSLOTS steps per channel; larger ones (1 GiB) refused; the
- * other collectives keep the ring. */
+/* Forced for AllReduce: the tree at every size (LL for 8 B, Simple for 1 GiB),
+ * its channels within the tree's, its chunk a pipeline's (whole 16 bytes within the protocol's
+ * step); the other collectives keep the ring. */
 static void case_tree_forced(void) {
   env_quiet();
   setenv("NCCL_ALGO", "allreduce:tree", 1);
@@ -568,16 +550,9 @@ static void case_tree_forced(void) {
   for (int i = 0; i < NSIZES; i++) {
     const uint64_t n = size_at(i);
     tune_choice_t c;
-    const ncclResult_t res = tune_choose(t, ncclFuncAllReduce, n, 1, &c);
-    if (res != ncclSuccess && n > ((uint64_t)8 << 20)) {
-      check_tree_too_large(t, n);
-      continue;
-    }
-    CHECK_EQ_INT(res, ncclSuccess);
-    CHECK_MSG(choice_steps(n, &c) <= KERN_NSLOTS, "%llu bytes: %llu steps per channel",
-              (unsigned long long)n, (unsigned long long)choice_steps(n, &c));
+    CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, n, 1, &c), ncclSuccess);
     const uint32_t pcap =
-        c.proto == NCCL_PROTO_LL || c.proto == NCCL_PROTO_SIMPLE
+        c.proto >= 0 && c.proto < NCCL_NUM_PROTOCOLS
             ? kern_proto_step_capacity((kern_proto_t)c.proto, topo.slot_bytes[c.proto])
             : 0;
     CHECK_MSG(c.algo == NCCL_ALGO_TREE && pcap > 0 && c.nchannels >= 1 &&
@@ -592,55 +567,46 @@ static void case_tree_forced(void) {
   tune_choice_t c;
   CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, 8, 1, &c), ncclSuccess);
   CHECK_MSG(c.proto == NCCL_PROTO_LL, "8 B: protocol %d", c.proto);
-  /* Large: Simple, several steps per channel, for the pipeline (at least 64 KiB each). */
-  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, (uint64_t)8 << 20, 1, &c), ncclSuccess);
+  /* Large: Simple, many steps per channel, for the pipeline (at least 64 KiB each). */
+  CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, (uint64_t)1 << 30, 1, &c), ncclSuccess);
   CHECK_MSG(c.proto == NCCL_PROTO_SIMPLE && c.chunk_bytes >= 65536 && c.chunk_bytes <= cap,
-            "8 MiB: protocol %d chunk %u", c.proto, c.chunk_bytes);
-  check_tree_too_large(t, (uint64_t)1 << 30);
+            "1 GiB: protocol %d chunk %u", c.proto, c.chunk_bytes);
   tune_destroy(t);
 }
 
-/* Forced onto the tree with LL: LL at every size, within LL's step. */
-static void case_tree_ll_forced(void) {
+/* Forced onto the tree with one protocol (NCCL_PROTO=allreduce:<name>) over nnodes hosts: that
+ * protocol at every size, within its step. */
+static void tree_forced_proto(int nnodes, const char* name, int proto) {
   env_quiet();
+  char knob[32];
+  snprintf(knob, sizeof(knob), "allreduce:%s", name);
   setenv("NCCL_ALGO", "allreduce:tree", 1);
-  setenv("NCCL_PROTO", "allreduce:LL", 1);
-  tune_topo_t topo = tree_topo(4, 4);
+  setenv("NCCL_PROTO", knob, 1);
+  tune_topo_t topo = tree_topo(nnodes, 4);
   tune_t* t = NULL;
   CHECK_EQ_INT(tune_create(&topo, 1, 0, &t), ncclSuccess);
   if (t == NULL) return;
-  const uint32_t cap = kern_proto_step_capacity(KERN_PROTO_LL, topo.slot_bytes[NCCL_PROTO_LL]);
+  const uint32_t cap = kern_proto_step_capacity((kern_proto_t)proto, topo.slot_bytes[proto]);
+  CHECK_TRUE(cap > 0);
   for (int i = 0; i < NSIZES; i++) {
     tune_choice_t c;
-    const uint64_t n = size_at(i);
-    /* LL's steps are small: from a few MB its 8 steps per channel are not enough. */
-    if (n > ((uint64_t)1 << 20) && tune_choose(t, ncclFuncAllReduce, n, 1, &c) != ncclSuccess) {
-      check_tree_too_large(t, n);
-      continue;
-    }
     CHECK_EQ_INT(tune_choose(t, ncclFuncAllReduce, size_at(i), 1, &c), ncclSuccess);
-    CHECK_TRUE(choice_steps(n, &c) <= KERN_NSLOTS);
-    CHECK_MSG(c.algo == NCCL_ALGO_TREE && c.proto == NCCL_PROTO_LL && c.chunk_bytes >= 16 &&
+    CHECK_MSG(c.algo == NCCL_ALGO_TREE && c.proto == proto && c.chunk_bytes >= 16 &&
                   c.chunk_bytes % 16 == 0 && c.chunk_bytes <= cap,
-              "%llu bytes: algorithm %d protocol %d chunk %u (LL step %u)",
-              (unsigned long long)size_at(i), c.algo, c.proto, c.chunk_bytes, cap);
+              "%llu bytes: algorithm %d protocol %d chunk %u (%s step %u)",
+              (unsigned long long)size_at(i), c.algo, c.proto, c.chunk_bytes, name, cap);
   }
   tune_destroy(t);
 }
+static void case_tree_ll_forced(void) { tree_forced_proto(4, "LL", NCCL_PROTO_LL); }
+static void case_tree_ll128_only(void) { tree_forced_proto(2, "LL128", NCCL_PROTO_LL128); }
 
-/* Refusals: the tree named where no tree channel was made; the tree with LL128 only. */
+/* Refused: the tree named where no tree channel was made. */
 static void case_tree_unmade(void) {
   env_quiet();
   setenv("NCCL_ALGO", "allreduce:tree", 1);
   tune_topo_t none = tree_topo(2, 0);
   check_create_refused(&none, "it allows Tree for AllReduce, and Choir builds Ring only");
-}
-static void case_tree_ll128_only(void) {
-  env_quiet();
-  setenv("NCCL_ALGO", "allreduce:tree", 1);
-  setenv("NCCL_PROTO", "allreduce:LL128", 1);
-  tune_topo_t topo = tree_topo(2, 4);
-  check_create_refused(&topo, "the tree runs Simple and LL");
 }
 /* Excluded: never chosen, even where the model prefers it. */
 static void case_tree_excluded(void) {
