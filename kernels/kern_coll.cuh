@@ -167,9 +167,18 @@ __device__ __forceinline__ int ring_pos(const kern_ring_view& ch, int n, int ran
   return 0;
 }
 
-/* A collective: CTA c runs channel c. With one rank the channel has no connection. */
-template <int PROTO, class R>
+/* Which collectives a batch kernel compiles (the DIRECT argument of coll_batch_run): the
+ * reduction kernels are only given AllReduce, ReduceScatter and Reduce, the copy kernel only
+ * Broadcast and AllGather (kern_coll_check and kern_coll_batch_start in kern_launch.c), so each
+ * leaves the other's ring steps out: 216 reduction kernels without two collectives each compile
+ * faster. DIRECT_NONE compiles all five. */
+enum { DIRECT_NONE = 0, DIRECT_REDUCE = 1, DIRECT_COPY = 2 };
+
+/* A collective: CTA c runs channel c. With one rank the channel has no connection. A
+ * collective the kernel does not compile (above) does nothing: the launcher never sends it. */
+template <int PROTO, int DIRECT, class R>
 __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) {
+  constexpr bool reduces = DIRECT != DIRECT_COPY, copies = DIRECT != DIRECT_REDUCE;
   prof_mark_start(w.prof);
   kern_comm_t* comm = w.comm;
   kern_channel_t* ch = &comm->channels[blockIdx.x];
@@ -181,14 +190,20 @@ __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) 
   /* prims' constructor ends with a CTA barrier: `ring` is published before any use. */
   prims<PROTO, R> p(r, &ch->recv, &ch->send, comm->abort_flag, w.chunk_bytes, n > 1);
   switch (w.coll) {
-    case KERN_COLL_ALLREDUCE: ring_allreduce(p, w, ring, n); break;
-    case KERN_COLL_REDUCESCATTER: ring_reducescatter(p, w, ring, n); break;
-    case KERN_COLL_ALLGATHER: ring_allgather(p, w, ring, n); break;
+    case KERN_COLL_ALLREDUCE:
+      if constexpr (reduces) ring_allreduce(p, w, ring, n);
+      break;
+    case KERN_COLL_REDUCESCATTER:
+      if constexpr (reduces) ring_reducescatter(p, w, ring, n);
+      break;
+    case KERN_COLL_ALLGATHER:
+      if constexpr (copies) ring_allgather(p, w, ring, n);
+      break;
     case KERN_COLL_BROADCAST:
-      ring_broadcast(p, w, n, mod_n(ring.index - ring_pos(ring, n, w.root), n));
+      if constexpr (copies) ring_broadcast(p, w, n, mod_n(ring.index - ring_pos(ring, n, w.root), n));
       break;
     case KERN_COLL_REDUCE:
-      ring_reduce(p, w, mod_n(ring.index - ring_pos(ring, n, w.root), n));
+      if constexpr (reduces) ring_reduce(p, w, mod_n(ring.index - ring_pos(ring, n, w.root), n));
       break;
     default: break;
   }
@@ -204,10 +219,9 @@ __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) 
  * work while another thread still reads the previous one's). All the CTA's threads run every
  * work, whatever its nthreads: the protocols place a step's data by line or unit index, never by
  * thread, so the peer, which may run the same work with another thread count, agrees. */
-/* DIRECT: which direct works (kern_direct.cuh, all LL) the kernel's LL batches may hold: the
- * reduction kernels' OneShot and TwoShot AllReduces and OneShot ReduceScatters, the copy
- * kernel's OneShot AllGathers. */
-enum { DIRECT_NONE = 0, DIRECT_REDUCE = 1, DIRECT_COPY = 2 };
+/* DIRECT also says which direct works (kern_direct.cuh, all LL) the kernel's LL batches may
+ * hold: the reduction kernels' OneShot and TwoShot AllReduces and OneShot ReduceScatters, the
+ * copy kernel's OneShot AllGathers. */
 template <int PROTO, class R, int DIRECT = DIRECT_NONE>
 __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
   for (uint32_t i = 0; i < b.nworks; i++) {
@@ -283,7 +297,7 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
         continue;
       }
     }
-    coll_run<PROTO>(r, w);
+    coll_run<PROTO, DIRECT>(r, w);
     __syncthreads();
   }
 }
