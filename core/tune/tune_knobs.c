@@ -262,7 +262,8 @@ ncclResult_t tune_knobs_check(const tune_knob_t* algo, const tune_knob_t* proto,
              (proto->allow[c] & proto_mask & tune_protos_for_algo(a));
     if (!pair) {
       WARN("NCCL_ALGO=\"%s\" and NCCL_PROTO=\"%s\" together leave %s nothing to run: %s "
-           "allowed by the first, %s by the second, and OneShot and TwoShot run LL only; allow the ring, or a protocol of the algorithm you name",
+           "allowed by the first, %s by the second, and OneShot and TwoShot run LL only; allow "
+           "the ring, or a protocol of the algorithm you name",
            algo->value, proto->value, tune_coll_name(c),
            tune_mask_names(algo->allow[c] & usable, tune_algo_name, TUNE_NUM_ALGOS, allowed,
                            sizeof(allowed)),
