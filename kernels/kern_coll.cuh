@@ -171,14 +171,14 @@ __device__ __forceinline__ int ring_pos(const kern_ring_view& ch, int n, int ran
  * reduction kernels are only given AllReduce, ReduceScatter and Reduce, the copy kernel only
  * Broadcast and AllGather (kern_coll_check and kern_coll_batch_start in kern_launch.c), so each
  * leaves the other's ring steps out: 216 reduction kernels without two collectives each compile
- * faster. DIRECT_NONE compiles all five. */
-enum { DIRECT_NONE = 0, DIRECT_REDUCE = 1, DIRECT_COPY = 2 };
+ * faster. */
+enum { DIRECT_REDUCE = 1, DIRECT_COPY = 2 };
 
 /* A collective: CTA c runs channel c. With one rank the channel has no connection. A
  * collective the kernel does not compile (above) does nothing: the launcher never sends it. */
 template <int PROTO, int DIRECT, class R>
 __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) {
-  constexpr bool reduces = DIRECT != DIRECT_COPY, copies = DIRECT != DIRECT_REDUCE;
+  constexpr bool reduces = DIRECT == DIRECT_REDUCE, copies = DIRECT == DIRECT_COPY;
   prof_mark_start(w.prof);
   kern_comm_t* comm = w.comm;
   kern_channel_t* ch = &comm->channels[blockIdx.x];
@@ -222,7 +222,7 @@ __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) 
 /* DIRECT also says which direct works (kern_direct.cuh, all LL) the kernel's LL batches may
  * hold: the reduction kernels' OneShot and TwoShot AllReduces and OneShot ReduceScatters, the
  * copy kernel's OneShot AllGathers. */
-template <int PROTO, class R, int DIRECT = DIRECT_NONE>
+template <int PROTO, class R, int DIRECT>
 __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
   for (uint32_t i = 0; i < b.nworks; i++) {
     const kern_coll_work_t& w = b.works[i];

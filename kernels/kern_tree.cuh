@@ -445,13 +445,13 @@ __device__ __forceinline__ uint64_t tree_unit() {
   return KERN_RC_VEC_BYTES / sizeof(B);
 }
 
-/* One LL or LL128 step (PROTO) over every end of e. */
+/* One LL or LL128 step (PROTO) over every end of e (only PROTO's step is compiled). */
 template <int PROTO, class R>
 __device__ __forceinline__ void tree_lines_step(const R& r, const tree_ends& e, tree_ll_regs& g,
                                                 const char* src, char* dst, uint64_t nelem,
                                                 bool post, bool pre,
                                                 const volatile uint32_t* abort_flag) {
-  if (PROTO == KERN_PROTO_LL128)
+  if constexpr (PROTO == KERN_PROTO_LL128)
     tree_ll128_step(r, e, g, src, dst, nelem, post, pre, abort_flag);
   else
     tree_ll_step(r, e, g, src, dst, nelem, post, pre, abort_flag);
@@ -515,7 +515,7 @@ __device__ __forceinline__ void tree_allreduce(const R& r, const kern_coll_work_
   if (lines) tree_ll_begin(e, g);
   for (uint64_t base = 0; base < cnt; base += slice) {
     const uint64_t ne = cnt - base < slice ? cnt - base : slice;
-    if (lines)
+    if constexpr (lines)
       tree_lines_step<PROTO>(r, e, g, in + base * es, root ? out + base * es : nullptr, ne, root,
                              true, abort_flag);
     else
@@ -547,7 +547,7 @@ __device__ __forceinline__ void tree_allreduce(const R& r, const kern_coll_work_
     const uint64_t ne = cnt - base < slice ? cnt - base : slice;
     const char* src = root ? out + base * es : nullptr;
     char* dst = root ? nullptr : out + base * es;
-    if (lines)
+    if constexpr (lines)
       tree_lines_step<PROTO>(r, e, g, src, dst, ne, false, false, abort_flag);
     else
       aborted = tree_step(r, e, src, dst, ne, false, false, abort_flag, aborted);
