@@ -34,7 +34,8 @@ struct ring_part {
   uint64_t off, cnt; /* this channel's elements of the buffer (or of each rank's block) */
   uint64_t slice;    /* elements per step at most */
   __device__ __forceinline__ ring_part(const Prims& p, const kern_coll_work_t& w) {
-    kern_split_part(w.count, unit_elems<typename Prims::B>(), w.nchannels, blockIdx.x, &off, &cnt);
+    kern_split_part(w.count, unit_elems<typename Prims::B>(), w.nchannels,
+                    blockIdx.x - w.channel0, &off, &cnt);
     slice = p.step_elems();
   }
 };
@@ -174,12 +175,14 @@ __device__ __forceinline__ int ring_pos(const kern_ring_view& ch, int n, int ran
  * faster. */
 enum { DIRECT_REDUCE = 1, DIRECT_COPY = 2 };
 
-/* A collective: CTA c runs channel c. With one rank the channel has no connection. A
- * collective the kernel does not compile (above) does nothing: the launcher never sends it. */
+/* A collective: CTA c runs ring channel c, part c - channel0 of the work. With one rank the
+ * channel has no connection. A collective the kernel does not compile (above) does nothing: the
+ * launcher never sends it. */
 template <int PROTO, int DIRECT, class R>
 __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) {
   constexpr bool reduces = DIRECT == DIRECT_REDUCE, copies = DIRECT == DIRECT_COPY;
-  prof_mark_start(w.prof);
+  const unsigned part = blockIdx.x - w.channel0;
+  prof_mark_start_at(w.prof, part, threadIdx.x == 0);
   kern_comm_t* comm = w.comm;
   kern_channel_t* ch = &comm->channels[blockIdx.x];
   /* Independent loads, issued together with prims' own: the prologue is one round trip. The
@@ -208,11 +211,11 @@ __device__ __forceinline__ void coll_run(const R& r, const kern_coll_work_t& w) 
     default: break;
   }
   p.finish();
-  prof_mark_stop(w.prof);
+  prof_mark_stop_at(w.prof, part, threadIdx.x == 0);
 }
 
 /* A batch of collectives (kernels.h: kern_coll_batch_t), in order. CTA c runs channel c of each
- * work that has one (the skip is the same for every thread of the CTA, so the barriers inside
+ * work that has it (the skip is the same for every thread of the CTA, so the barriers inside
  * stay CTA-wide). Every work gets a fresh prims: its constructor reads the connections' step
  * counters, which thread 0 of the previous work's finish() wrote back, hence the barrier between
  * works (it also keeps thread 0 from rewriting the shared `ring` and prims state of the next
@@ -274,7 +277,8 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
         continue;
       }
     }
-    if ((int)blockIdx.x >= w.nchannels) continue;
+    /* The work's channels: channel0 (0 but for the ring) and the nchannels after it. */
+    if (blockIdx.x - w.channel0 >= (unsigned)w.nchannels) continue;
     const R r(w.scalar_bits, w.scalar_ptr, w.divisor);
     if constexpr (PROTO == KERN_PROTO_LL && DIRECT == DIRECT_REDUCE) {
       if (w.algo == KERN_ALGO_TWOSHOT || w.algo == KERN_ALGO_ONESHOT) {
@@ -351,7 +355,8 @@ __global__ void __launch_bounds__(tree_max_threads<OP, TYPE>(), 1)
   }
 }
 
-/* The grid and CTA of a batch: the largest of the works' (kernels.h), the threads clamped to
+/* The grid and CTA of a batch: the largest of the works' (kernels.h: a ring work's last
+ * channel + 1), the threads clamped to
  * what the protocol's kernel is built for. OneShot works run as one stream of lines
  * (direct_allreduce): their CTA gets a thread per line of the stream (the lines of every OneShot
  * work's largest part together), not only its largest work's count. elem: the type's size. */
@@ -361,7 +366,8 @@ __host__ inline void coll_batch_dims(const kern_coll_batch_t* b, unsigned maxt, 
   uint64_t lines = 0;
   for (uint32_t i = 0; i < b->nworks; i++) {
     const kern_coll_work_t* w = &b->works[i];
-    if ((unsigned)w->nchannels > g) g = (unsigned)w->nchannels;
+    if ((unsigned)w->channel0 + (unsigned)w->nchannels > g)
+      g = (unsigned)w->channel0 + (unsigned)w->nchannels;
     if (w->nthreads > t) t = w->nthreads;
     if (w->algo == KERN_ALGO_ONESHOT && w->nchannels > 0)
       lines += (w->count * elem / (uint64_t)w->nchannels + 16 + 7) / 8;

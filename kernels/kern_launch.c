@@ -203,7 +203,14 @@ static ncclResult_t kern_coll_check(const kern_coll_work_t* w, const char* what)
                      (int)w->proto, KERN_PROTO_NUM - 1);
   if (w->nthreads % 32 != 0 || w->nthreads < 64 || w->nthreads > KERN_NTHREADS)
     return kern_fail(ncclInvalidArgument, "%s: nthreads %u is not a multiple of 32 in 64..%d",
-                     what, w->nthreads, KERN_NTHREADS);
+                     what, (unsigned)w->nthreads, KERN_NTHREADS);
+  if (w->channel0 != 0 && w->algo != NCCL_ALGO_RING)
+    return kern_fail(ncclInvalidArgument, "%s: channel0 %u with algo %d; only ring works start "
+                     "past channel 0", what, (unsigned)w->channel0, (int)w->algo);
+  if ((int)w->channel0 + w->nchannels > KERN_MAX_CHANNELS)
+    return kern_fail(ncclInvalidArgument, "%s: channels %u..%d run past the %d ring channels",
+                     what, (unsigned)w->channel0, (int)w->channel0 + w->nchannels - 1,
+                     KERN_MAX_CHANNELS);
   if (kern_coll_reduces(w->coll)) {
     if ((int)w->op < 0 || w->op >= KERN_OP_NUM || kern_type_size((ncclDataType_t)w->type) == 0)
       return kern_fail(ncclInvalidArgument, "%s: op %d / type %d invalid", what, (int)w->op,

@@ -583,16 +583,26 @@ __device__ __forceinline__ uint64_t global_timer() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-/* The CTA's start or stop time into its record, written by the thread that is `writer`
- * (thread 0 by default). */
-__device__ __forceinline__ void prof_mark_start_by(kern_prof_rec_t* recs, bool writer) {
-  if (recs != nullptr && writer) *(volatile uint64_t*)&recs[blockIdx.x].start = global_timer();
+/* The CTA's start or stop time into record `at` (the CTA's index in the work), written by the
+ * thread that is `writer`. */
+__device__ __forceinline__ void prof_mark_start_at(kern_prof_rec_t* recs, unsigned at,
+                                                   bool writer) {
+  if (recs != nullptr && writer) *(volatile uint64_t*)&recs[at].start = global_timer();
 }
-__device__ __forceinline__ void prof_mark_stop_by(kern_prof_rec_t* recs, bool writer) {
+__device__ __forceinline__ void prof_mark_stop_at(kern_prof_rec_t* recs, unsigned at,
+                                                  bool writer) {
   if (recs != nullptr && writer) {
     __threadfence_system(); /* the host sees stop only after start and the work's writes */
-    *(volatile uint64_t*)&recs[blockIdx.x].stop = global_timer();
+    *(volatile uint64_t*)&recs[at].stop = global_timer();
   }
+}
+/* The same for a work that starts at CTA 0, by the thread that is `writer` (thread 0 by
+ * default). */
+__device__ __forceinline__ void prof_mark_start_by(kern_prof_rec_t* recs, bool writer) {
+  prof_mark_start_at(recs, blockIdx.x, writer);
+}
+__device__ __forceinline__ void prof_mark_stop_by(kern_prof_rec_t* recs, bool writer) {
+  prof_mark_stop_at(recs, blockIdx.x, writer);
 }
 __device__ __forceinline__ void prof_mark_start(kern_prof_rec_t* recs) {
   prof_mark_start_by(recs, threadIdx.x == 0);

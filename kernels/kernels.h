@@ -343,13 +343,14 @@ static inline KERN_HOST_DEVICE int kern_direct_runs(int algo, int coll) {
 }
 
 /*
- * One collective over the ring channels 0..nchannels-1 (one CTA each, KERN_NTHREADS threads).
+ * One collective over the ring channels channel0..channel0+nchannels-1 (one CTA each, at most
+ * KERN_NTHREADS threads).
  * count is in elements of type, as the API takes it: AllReduce, Broadcast, Reduce: the whole
  * buffer; AllGather: sendcount (recvbuff holds nranks blocks); ReduceScatter: recvcount
  * (sendbuff holds nranks blocks). Every rank's slot_bytes of a ring connection must be equal.
  * Semantics of op, scalar and divisor as for reduce-copy (avg: divisor = nranks).
- * The kernel splits the buffer into nchannels parts of whole 16-byte units; channel c moves
- * its part in steps of at most min(chunk_bytes, kern_proto_step_capacity(proto, slot)) bytes
+ * The kernel splits the buffer into nchannels parts of whole 16-byte units; part k (channel
+ * channel0 + k) moves in steps of at most min(chunk_bytes, kern_proto_step_capacity(proto, slot)) bytes
  * (chunk_bytes a multiple of 16), with proto's line format and synchronization.
  */
 typedef struct kern_coll_work {
@@ -372,7 +373,12 @@ typedef struct kern_coll_work {
                          * AllGather, ReduceScatter) or KERN_ALGO_TWOSHOT (AllReduce): nchannels
                          * CTAs over the direct connections, proto LL, kern_direct.cuh */
   int32_t proto;        /* kern_proto_t; the ring connections must have its buffers */
-  uint32_t nthreads;    /* threads per CTA: a multiple of 32 in [64, KERN_NTHREADS] */
+  uint16_t nthreads;    /* threads per CTA: a multiple of 32 in [64, KERN_NTHREADS] */
+  /* The ring's first channel: part k of the buffer (k < nchannels) runs on ring channel and CTA
+   * channel0 + k, so that the works of one launch can run side by side on channels of their
+   * own (channel0 + nchannels <= KERN_MAX_CHANNELS and the channels connected). 0 for every
+   * other algorithm. */
+  uint16_t channel0;
 } kern_coll_work_t;
 
 /* Whether OneShot work b continues the run of OneShot work a in one batch (kernels.h's batch
@@ -417,11 +423,13 @@ typedef struct kern_p2p_batch {
  * then one launch, not one per collective. Every work must be valid for kern_coll_launch and all
  * must use the same kernel: the same proto and, for reductions (Reduce, ReduceScatter,
  * AllReduce), the same op and type; Broadcast and AllGather (bytes) share the copy kernel. The
- * two families do not mix. The grid is the largest nchannels of the works and the CTAs the
- * largest nthreads (clamped to what the kernel is built for, as for one work). CTA c runs, in
- * order, each work whose nchannels exceeds c (channel c of it), and skips the others; it starts
- * work w + 1 only after finishing its part of work w. Each work's records (prof, one per its
- * CTA) are written by the CTAs that run it, as for a launch of that work alone.
+ * two families do not mix. The grid is the largest channel0 + nchannels of the works and the
+ * CTAs the largest nthreads (clamped to what the kernel is built for, as for one work). CTA c
+ * runs, in order, each work that has channel c (channel0 <= c < channel0 + nchannels) and skips
+ * the others; it starts work w + 1 only after finishing its part of work w. So works on
+ * channels of their own run side by side, and works that share a channel run one after the
+ * other on it. Each work's records (prof, one per its CTA, record k for channel channel0 + k)
+ * are written by the CTAs that run it, as for a launch of that work alone.
  * Every rank must form the same batches from the same collectives: a connection's two ends then
  * see the same works in the same order. A CTA's thread count may exceed a work's nthreads (all
  * its threads then run it); no protocol lets a step's data placement depend on the thread count, so

@@ -67,6 +67,11 @@
 #              all-reduces against one (-m AGG, -m 1, 8 B..64 KB): the lines issue 27's bar reads;
 #              ALGO_SWEEP_OPS="all_reduce all_gather reduce_scatter" adds OneShot AllGather and
 #              ReduceScatter against the ring with LL and the plan's choice
+#   group-sweep[:R]  all_reduce, groups of AGG (default 64) against one call, R ranks (default
+#              "2 4") sharing GPU 0: the plan's own, the ring with LL forced with works side by
+#              side and one after the other (CHOIR_RING_SPREAD=0), and each planned alone
+#              (CHOIR_GROUP_PLAN=0); GROUP_SWEEP_MODES (default "20": graphs), GROUP_SWEEP_REPEAT
+#              (default 3); the group's time over one call's per size (the bar: at most 3x)
 #   prof       Choir's trace plugin under Choir's core: traces of all_reduce, alltoall and
 #              sendrecv (2 ranks sharing GPU 0, p2p and net) checked by test/tools/trace_check.py,
 #              and the overhead of the loaded plugin with every event masked off on small
@@ -858,6 +863,80 @@ for op, r, g in ((op, r, g) for op in ops for r in rs for g in ("0", "20")):
             print("  a group of %d all-reduces against one (%s): %s; bar (at most 3x): %s" % (
                 agg, mode, ", ".join("%d B %.1f/%.1f us = %.2fx" % x for x in rows),
                 "yes" if all(x[3] <= 3.0 for x in rows) else "NO"))
+PY
+      ;;
+    group-sweep | group-sweep:*)
+      # Issue 27's group bar, each way a group can run: R ranks (default "2 4") sharing GPU 0 in
+      # one process, all_reduce of one call (-m 1) against groups of AGG (default 64, -m AGG):
+      # the plan's own (group), the ring with LL forced (ring: works side by side on channels
+      # of their own), the same with CHOIR_RING_SPREAD=0 (ringseq: one after the other), and
+      # CHOIR_GROUP_PLAN=0 (alone: each planned by itself). GROUP_SWEEP_MODES (default "20":
+      # CUDA graphs; "0 20" adds normal launches), GROUP_SWEEP_REPEAT alternating runs (default
+      # 3), medians; the group's time (per-call time x AGG) over one call's: the bar is <= 3.
+      rs="2 4"
+      [ "$step" != group-sweep ] && rs=${step#group-sweep:}
+      agg=${AGG:-64}
+      d="$out/group-sweep"
+      mkdir -p "$d"
+      mps_stop >/dev/null
+      for rep in $(seq 1 "${GROUP_SWEEP_REPEAT:-3}"); do
+        for r in $rs; do
+          for g in ${GROUP_SWEEP_MODES:-20}; do
+            for v in one group ring ringseq alone; do
+              envs=()
+              m=$agg
+              case $v in
+                one) m=1 ;;
+                ring) envs=(NCCL_ALGO=allreduce:ring NCCL_PROTO=LL) ;;
+                ringseq) envs=(NCCL_ALGO=allreduce:ring NCCL_PROTO=LL CHOIR_RING_SPREAD=0) ;;
+                alone) envs=(CHOIR_GROUP_PLAN=0) ;;
+              esac
+              gopt=()
+              [ "$g" != 0 ] && gopt=(-G "$g")
+              tag="r$r-g$g-$v-$rep"
+              env -u NCCL_ALGO -u NCCL_PROTO ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$PWD/$build" \
+                timeout "${OP_TIMEOUT:-300}" "$build/test/perf/all_reduce_perf" -g "$r" \
+                --ranks-per-gpu "$r" -b 8 -e 64K -f 8 -c 1 -n 20 -w 5 -m "$m" "${gopt[@]}" \
+                -J "$d/$tag.json" >"$d/$tag.log" 2>&1
+              note "group-sweep r=$r G=$g $v (run $rep): rc=$? $(perf_wrong "$d/$tag.log")"
+            done
+          done
+        done
+      done
+      python3 - "$d" "$rs" "$agg" "${GROUP_SWEEP_MODES:-20}" <<'PY' | tee -a "$summary"
+import glob, json, os, statistics, sys
+d, rs, agg, modes = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4].split()
+def load(r, g, v):
+    cells = {}
+    for path in sorted(glob.glob(os.path.join(d, "r%s-g%s-%s-*.json" % (r, g, v)))):
+        try:
+            doc = json.load(open(path))
+        except (OSError, ValueError):
+            continue
+        for row in doc.get("results", []):
+            cells.setdefault(row["size"], []).append(row["out_of_place"]["time"])
+    return {s: statistics.median(x) for s, x in cells.items()}
+vs = ("group", "ring", "ringseq", "alone")
+for r in rs:
+    for g in modes:
+        t = {v: load(r, g, v) for v in ("one",) + vs}
+        print("group-sweep: %d all-reduces against one, %s ranks sharing GPU 0, %s (us, medians;"
+              " group = per-call time x %d)" % (agg, r, "CUDA graph -G %s" % g if g != "0"
+                                                else "normal launches", agg))
+        print("  %8s %8s" % ("size", "one") + "".join(" %16s" % v for v in vs))
+        bad = []
+        for s in sorted(t["one"]):
+            one = t["one"][s]
+            cells = []
+            for v in vs:
+                x = t[v].get(s)
+                cells.append("%8.1f %6.2fx" % (x * agg, x * agg / one) if x else "%16s" % "-")
+            x = t["group"].get(s)
+            if not (x and x * agg / one <= 3.0):
+                bad.append(s)
+            print("  %8d %8.2f" % (s, one) + "".join(" " + c for c in cells))
+        print("  bar r=%s G=%s: the plan's group within 3x of one call: %s" % (
+            r, g, "yes" if not bad else "NOT at %s" % bad))
 PY
       ;;
     prof)

@@ -208,6 +208,22 @@ int enqueue_plan_batch_max(void);
 /* A batch's runs of consecutive OneShot works (the kernel's merge condition) get the CTAs of
  * their bytes together (tune_direct_ctas), at least the most any of them has. */
 void enqueue_plan_spread_oneshot(const tune_t* t, kern_coll_batch_t* b);
+/* A batch's ring works that use fewer than `limit` channels (the ring's, under the CTA cap)
+ * take channels of their own: each starts where the one before it ended (channel0), from 0 again
+ * when it would run past limit, so that they run side by side in the launch. limit < 1 (the
+ * knob CHOIR_RING_SPREAD=0): every work starts at 0. A function of the works alone, so every
+ * rank, which forms the same batches, places them alike. */
+void enqueue_plan_spread_ring(int limit, kern_coll_batch_t* b);
+/* Consecutive alike collectives of a group planned together (CHOIR_GROUP_PLAN, NCCL's
+ * aggregation): ops[0..n) with their plans (count 0 or not a collective: skipped, plan left),
+ * runs of AllReduce, AllGather or ReduceScatter with one kernel operator, type and stream, each
+ * within 4x of the run's smallest size, at most max_run long. A run of two or more is chosen for
+ * its bytes together (tune_choose_run); when the model picks the
+ * ring or OneShot, every operation of the run takes that algorithm, protocol, thread count and
+ * chunk, and the ring's channels are shared by bytes (each at least one). Otherwise the plans
+ * stay. Same inputs on every rank, same plans. Errors: as enqueue_plan_make's. */
+ncclResult_t enqueue_plan_runs(tune_t* t, const enq_op_t* ops, enq_plan_t* plans, int n,
+                               int nranks, int max_run, int ring_nchannels);
 
 /* NCCL's nBytes of an operation for the model: count * type size, times nranks for AllGather
  * and ReduceScatter (the tuner's convention) and for what AlltoAll sends. */

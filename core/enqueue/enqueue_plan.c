@@ -215,7 +215,7 @@ static void enq_coll_work(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* 
   w->divisor = dp->nranks;
   w->algo = plan->algo;
   w->proto = plan->proto;
-  w->nthreads = (uint32_t)plan->nthreads;
+  w->nthreads = (uint16_t)plan->nthreads;
   w->nchannels = plan->nchannels;
   w->chunk_bytes = plan->chunk_bytes;
   if (enq_reduces(op->kind)) {
@@ -279,6 +279,106 @@ void enqueue_plan_spread_oneshot(const tune_t* t, kern_coll_batch_t* b) {
   }
 }
 
+void enqueue_plan_spread_ring(int limit, kern_coll_batch_t* b) {
+  int next = 0;
+  for (uint32_t i = 0; i < b->nworks; i++) {
+    kern_coll_work_t* w = &b->works[i];
+    if (w->algo != NCCL_ALGO_RING) continue;
+    if (w->nchannels >= limit) {
+      w->channel0 = 0;
+      continue;
+    }
+    if (next + w->nchannels > limit) next = 0;
+    w->channel0 = (uint16_t)next;
+    next += w->nchannels;
+  }
+}
+
+/* Ring channels a launch may spread its ring works over: the ring's (already within the CTA
+ * cap), or 0 with CHOIR_RING_SPREAD=0. */
+static int enq_ring_spread_limit(const enq_comm_t* dp) {
+  return param_int(PARAM_RING_SPREAD) != 0 ? dp->nchannels : 0;
+}
+
+/* Whether collective b joins the run that a starts (enqueue_plan_runs): the same kind among
+ * AllReduce, AllGather and ReduceScatter, the same kernel operator, type and stream. */
+static int enq_run_alike(const enq_op_t* a, const enq_op_t* b) {
+  return (a->kind == ENQ_ALLREDUCE || a->kind == ENQ_ALLGATHER || a->kind == ENQ_REDUCESCATTER) &&
+         b->kind == a->kind && b->type == a->type && b->stream == a->stream &&
+         (a->kind == ENQ_ALLGATHER || kern_op_from_nccl(b->op) == kern_op_from_nccl(a->op));
+}
+
+/* Sizes of a run stay within this factor of its smallest: the model's choice for their bytes
+ * together fits each of them. */
+#define ENQ_RUN_SPREAD 4
+
+ncclResult_t enqueue_plan_runs(tune_t* t, const enq_op_t* ops, enq_plan_t* plans, int n,
+                               int nranks, int max_run, int ring_nchannels) {
+  for (int lo = 0; lo < n;) {
+    const enq_op_t* a = &ops[lo];
+    if (!enq_is_coll(a->kind) || a->count == 0) {
+      lo++;
+      continue;
+    }
+    uint64_t lo_b = enqueue_plan_nbytes(a, nranks), hi_b = lo_b, total = lo_b;
+    int idx[KERN_COLL_BATCH_MAX];
+    int k = 0;
+    idx[k++] = lo;
+    int next = lo + 1;
+    for (; next < n && k < max_run && k < KERN_COLL_BATCH_MAX; next++) {
+      const enq_op_t* b = &ops[next];
+      if (!enq_is_coll(b->kind) || b->count == 0) continue; /* not launched with the others */
+      if (!enq_run_alike(a, b)) break;
+      const uint64_t nb = enqueue_plan_nbytes(b, nranks);
+      const uint64_t l = nb < lo_b ? nb : lo_b, h = nb > hi_b ? nb : hi_b;
+      if (h > l * ENQ_RUN_SPREAD) break;
+      lo_b = l;
+      hi_b = h;
+      total += nb;
+      idx[k++] = next;
+    }
+    if (k < 2) {
+      lo++;
+      continue;
+    }
+    tune_choice_t ch;
+    memset(&ch, 0, sizeof(ch));
+    CHECK(tune_choose_run(t, enq_func(a), total, k, &ch));
+    const int ring = ch.algo == NCCL_ALGO_RING, oneshot = ch.algo == TUNE_ALGO_ONESHOT;
+    if (ring && (ch.nchannels < 1 || ch.nchannels > ring_nchannels)) {
+      WARN("plan: the model chose %d ring channels for a run of %d collectives; the ring has %d",
+           ch.nchannels, k, ring_nchannels);
+      return ncclInternalError;
+    }
+    if (ring || oneshot) {
+      for (int j = 0; j < k; j++) {
+        enq_plan_t* p = &plans[idx[j]];
+        const uint64_t nb = enqueue_plan_nbytes(&ops[idx[j]], nranks);
+        p->algo = ch.algo;
+        p->proto = ch.proto;
+        p->nthreads = ch.nthreads;
+        p->chunk_bytes = ch.chunk_bytes;
+        p->time_us = (float)((double)ch.time_us * (double)nb / (double)total);
+        if (ring) { /* its share of the channels by bytes, at least one */
+          uint64_t c = ((uint64_t)ch.nchannels * nb + total / 2) / total;
+          p->nchannels = c < 1 ? 1 : c > (uint64_t)ch.nchannels ? ch.nchannels : (int)c;
+        } else { /* the launch gives the run its CTAs (enqueue_plan_spread_oneshot) */
+          p->nchannels = tune_direct_ctas(t, nb);
+          if (p->nchannels < 1) p->nchannels = 1;
+        }
+      }
+      static const char* const kinds[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
+                                          "AllReduce"};
+      INFO(NCCL_TUNING, "plan: a run of %d %s (%llu bytes together) takes %s/%s, %d channels "
+           "shared by bytes, %d threads", k, kinds[a->kind],
+           (unsigned long long)total, ring ? "Ring" : "OneShot", kern_proto_name(ch.proto),
+           ch.nchannels, ch.nthreads);
+    }
+    lo = idx[k - 1] + 1;
+  }
+  return ncclSuccess;
+}
+
 /* Collectives ops[0..n) with their plans, one batch (enqueue_plan_batch_end): one launch on
  * their stream. Per collective, in call order as for one launch each: its Coll event, the steps
  * the proxy's ProxyOp events expect through each network connection end, and its CTAs'
@@ -292,6 +392,7 @@ static ncclResult_t enq_launch_colls(enq_comm_t* dp, const enq_op_t* const* ops,
   b.pad = 0;
   for (int i = 0; i < n; i++) enq_coll_work(dp, ops[i], &plans[i], &b.works[i]);
   enqueue_plan_spread_oneshot(dp->tune, &b);
+  enqueue_plan_spread_ring(enq_ring_spread_limit(dp), &b);
   const cudaStream_t s = ops[0]->stream;
   int capturing;
   CHECK(enq_stream_enter(dp, s, &capturing));
@@ -305,7 +406,8 @@ static ncclResult_t enq_launch_colls(enq_comm_t* dp, const enq_op_t* const* ops,
     if (!capturing) enq_prof_ring_ops(dp, w, evs[i]);
     uint64_t kch = 0;
     if ((w->prof = enq_prof_kch_reserve(dp, (uint32_t)w->nchannels, capturing, &kch)) != NULL) {
-      for (int c = 0; c < w->nchannels; c++) enq_prof_kch_set(dp, kch + (uint64_t)c, evs[i], c);
+      for (int c = 0; c < w->nchannels; c++)
+        enq_prof_kch_set(dp, kch + (uint64_t)c, evs[i], w->channel0 + c);
       if (!any_kch) kch0 = kch;
       any_kch = 1;
     }
@@ -358,6 +460,9 @@ static ncclResult_t enq_plan_group(enq_comm_t* dp) {
     CHECK(enqueue_plan_make(dp->tune, op, dp->nranks, n, c0->slot_bytes, dp->nchannels,
                             dp->tree_nch, &dp->plans[i]));
   }
+  if (param_int(PARAM_GROUP_PLAN) != 0 && n > 1)
+    CHECK(enqueue_plan_runs(dp->tune, dp->ops, dp->plans, dp->nops, dp->nranks,
+                            enqueue_plan_batch_max(), dp->nchannels));
   dp->plans_valid = 1;
   return ncclSuccess;
 }

@@ -131,9 +131,9 @@ void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream) {
 
 /* ---- Steps of a ring collective through each connection end (ProxyOp events) ---------------- */
 
-/* Steps channel c's CTA takes on its send (is_send) or receive end, counted as the ring
- * algorithms of kern_coll.cuh take them: every primitive call is one step of each end it uses,
- * a call without elements included. d: the ring distance from the root (Broadcast, Reduce). */
+/* Steps the CTA of part c of the work takes on its send (is_send) or receive end, counted as
+ * the ring algorithms of kern_coll.cuh take them: every primitive call is one step of each end
+ * it uses, a call without elements included. d: the ring distance from the root (Broadcast, Reduce). */
 static uint64_t enq_ring_steps(const kern_coll_work_t* w, int n, int d, uint32_t step_bytes,
                                uint32_t c, int is_send) {
   const uint64_t es = kern_type_size((ncclDataType_t)w->type);
@@ -214,7 +214,9 @@ void enq_prof_ring_ops(enq_comm_t* dp, const kern_coll_work_t* w, void* parent) 
   }
   if (w->algo != NCCL_ALGO_RING) return; /* OneShot: p2p only, no proxy */
   const int n = dp->nranks;
-  for (uint32_t c = 0; c < (uint32_t)w->nchannels; c++) {
+  /* Part k of the work runs on ring channel channel0 + k (kernels.h). */
+  for (uint32_t k = 0; k < (uint32_t)w->nchannels; k++) {
+    const uint32_t c = (uint32_t)w->channel0 + k;
     kern_channel_t* ch = &dp->host_kc.channels[c];
     if (ch->send.transport != KERN_TRANSPORT_NET && ch->recv.transport != KERN_TRANSPORT_NET)
       continue;
@@ -229,10 +231,10 @@ void enq_prof_ring_ops(enq_comm_t* dp, const kern_coll_work_t* w, void* parent) 
     const int d = ((ch->index - root_pos) % n + n) % n;
     if (ch->send.transport == KERN_TRANSPORT_NET)
       transport_prof_op(dp->transport, &ch->send, parent,
-                        (uint32_t)enq_ring_steps(w, n, d, step, c, 1), (int)step, (int)c);
+                        (uint32_t)enq_ring_steps(w, n, d, step, k, 1), (int)step, (int)c);
     if (ch->recv.transport == KERN_TRANSPORT_NET)
       transport_prof_op(dp->transport, &ch->recv, parent,
-                        (uint32_t)enq_ring_steps(w, n, d, step, c, 0), (int)step, (int)c);
+                        (uint32_t)enq_ring_steps(w, n, d, step, k, 0), (int)step, (int)c);
   }
 }
 

@@ -30,6 +30,7 @@ struct tune {
   struct {
     ncclFunc_t coll;
     int num_pipe_ops;
+    int run; /* tune_choose_run's question (1) or tune_choose's (0) */
     uint64_t nbytes;
     tune_choice_t c;
   } memo[TUNE_MEMO];
@@ -124,9 +125,39 @@ static uint64_t tune_direct_bytes(const tune_t* t, ncclFunc_t coll, uint64_t nby
   return nbytes;
 }
 
-/* The model's table for coll: every entry that is built and has buffers. */
+/* What each OneShot work after the first adds to a run streamed through one launch: 64
+ * all-reduces of 8 B took 9.7 us against 6.45 for one (4 ranks sharing one H200, CUDA graphs,
+ * test/device-run.sh group-sweep, 2026-11-30), about 0.05 us a work. */
+#define TUNE_RUN_WORK_US 0.05f
+
+/* The time of a run (tune_choose_run) of `run` alike operations of nbytes together by an
+ * algorithm that runs them one after the other in its launch (TwoShot, the tree): each pays
+ * its own steps. */
+static float tune_run_each(const tune_t* t, int a, int p, uint64_t nbytes, int run) {
+  const uint64_t each = nbytes / (uint64_t)run;
+  if (a == NCCL_ALGO_TREE)
+    return (float)run *
+           tune_model_tree_time(&t->model, &t->topo, p, each, t->topo.tree_nchannels, 1);
+  int nctas, nthreads;
+  tune_model_direct_ctas(&t->topo, each, &nctas, &nthreads);
+  return (float)run * tune_model_direct_time(&t->model, &t->topo, a, each, nctas);
+}
+
+/* The ring's time for a run: its works take channels of their own, side by side
+ * (enqueue_plan_spread_ring), each with its share of the ring's channels (at least one), so
+ * that a channel runs ceil(run / channels) of them one after the other. */
+static float tune_run_ring(const tune_t* t, ncclFunc_t coll, int p, uint64_t nbytes, int run) {
+  const int nch = t->topo.ring_nchannels;
+  const int per = nch / run > 1 ? nch / run : 1;
+  const int seq = (run + nch - 1) / nch;
+  return (float)seq * tune_model_time(&t->model, &t->topo, coll, p, nbytes / (uint64_t)run, per, 1);
+}
+
+/* The model's table for coll: every entry that is built and has buffers. run > 1: nbytes is
+ * what a run of `run` alike operations moves together (tune_choose_run), which OneShot streams
+ * as one, the ring spreads over its channels, and TwoShot and the tree run one by one. */
 static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
-                       tune_table_t table) {
+                       int run, tune_table_t table) {
   const uint32_t algos = tune_algos_for(coll, t->algo_usable);
   for (int a = 0; a < TUNE_NUM_ALGOS; a++) {
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
@@ -134,13 +165,26 @@ static void tune_table(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nu
       if (!(algos & (1u << a)) || !(t->proto_usable & (1u << p))) continue;
       /* The tree runs every protocol, OneShot and TwoShot LL only (tune_protos_for_algo). */
       if (!(tune_protos_for_algo(a) & (1u << p))) continue;
+      if (run > 1 && (a == TUNE_ALGO_TWOSHOT || a == NCCL_ALGO_TREE)) {
+        table[a][p] = tune_run_each(
+            t, a, p, a == NCCL_ALGO_TREE ? nbytes : tune_direct_bytes(t, coll, nbytes), run);
+        continue;
+      }
+      if (run > 1 && a == NCCL_ALGO_RING) {
+        table[a][p] = tune_run_ring(t, coll, p, nbytes, run);
+        continue;
+      }
       if (TUNE_ALGO_DIRECT_MASK & (1u << a)) {
         /* LL lines over the direct connections, whatever the ring's buffers. */
         const uint64_t db = tune_direct_bytes(t, coll, nbytes);
         int nctas, nthreads;
         tune_model_direct_ctas(&t->topo, db, &nctas, &nthreads);
-        table[a][p] = tune_model_direct_time(&t->model, &t->topo, a, db, nctas) +
-                      (num_pipe_ops > 1 ? t->model.base_us[p] * (float)(num_pipe_ops - 1) : 0.0f);
+        /* A run streams through one launch: each work after the first adds only the reading
+         * of its fields (TUNE_RUN_WORK_US), not a launch of its own. */
+        const float more = run > 1 ? TUNE_RUN_WORK_US * (float)(run - 1)
+                           : num_pipe_ops > 1 ? t->model.base_us[p] * (float)(num_pipe_ops - 1)
+                                              : 0.0f;
+        table[a][p] = tune_model_direct_time(&t->model, &t->topo, a, db, nctas) + more;
         continue;
       }
       if (a == NCCL_ALGO_TREE) { /* AllReduce only (tune_algos_for) */
@@ -221,29 +265,43 @@ static void tune_log(const tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_
 }
 
 static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
-                                    int num_pipe_ops, tune_choice_t* out);
+                                    int num_pipe_ops, int run, tune_choice_t* out);
+
+static ncclResult_t tune_choose_memo(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
+                                     int num_pipe_ops, int run, tune_choice_t* out);
+
+ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
+                         tune_choice_t* out) {
+  return tune_choose_memo(t, coll, nbytes, num_pipe_ops, 0, out);
+}
+
+ncclResult_t tune_choose_run(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nops,
+                             tune_choice_t* out) {
+  return tune_choose_memo(t, coll, nbytes, nops, nops > 1, out);
+}
 
 /* The model answers equal inputs alike, so a repeated question (a training step's same sizes
  * call after call) takes the remembered answer: the table, the knobs and the channel and chunk
  * sizing cost more than a launch's host time with ranks sharing a GPU. Not with a tuner plugin
  * (it is asked every time, as NCCL asks it) nor while TUNING lines are on (one per call). */
-ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pipe_ops,
-                         tune_choice_t* out) {
+static ncclResult_t tune_choose_memo(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
+                                     int num_pipe_ops, int run, tune_choice_t* out) {
   if (num_pipe_ops < 1) num_pipe_ops = 1;
   const bool memo = t->tuner == NULL && !log_enabled(NCCL_LOG_INFO, NCCL_TUNING);
   if (memo) {
     for (int i = 0; i < t->memo_n; i++) {
       if (t->memo[i].coll == coll && t->memo[i].nbytes == nbytes &&
-          t->memo[i].num_pipe_ops == num_pipe_ops) {
+          t->memo[i].num_pipe_ops == num_pipe_ops && t->memo[i].run == run) {
         *out = t->memo[i].c;
         return ncclSuccess;
       }
     }
   }
-  CHECK(tune_choose_now(t, coll, nbytes, num_pipe_ops, out));
+  CHECK(tune_choose_now(t, coll, nbytes, num_pipe_ops, run, out));
   if (memo) {
     const int i = t->memo_next;
     t->memo[i].coll = coll;
+    t->memo[i].run = run;
     t->memo[i].nbytes = nbytes;
     t->memo[i].num_pipe_ops = num_pipe_ops;
     t->memo[i].c = *out;
@@ -254,7 +312,7 @@ ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pi
 }
 
 static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
-                                    int num_pipe_ops, tune_choice_t* out) {
+                                    int num_pipe_ops, int run, tune_choice_t* out) {
   if ((int)coll < 0 || coll >= TUNE_NUM_COLLS) {
     WARN("tune_choose: %s (%d) is not a collective with an algorithm to choose",
          tune_coll_name(coll), (int)coll);
@@ -263,7 +321,7 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
   tune_why_t w;
   memset(&w, 0, sizeof(w));
   tune_table_t table;
-  tune_table(t, coll, nbytes, num_pipe_ops, table);
+  tune_table(t, coll, nbytes, num_pipe_ops, run ? num_pipe_ops : 0, table);
   tune_pick(table, &w.model_algo, &w.model_proto);
   tune_table_knobs(t, coll, table);
   if (!tune_pick(table, &w.knob_algo, &w.knob_proto)) {
@@ -322,7 +380,8 @@ static ncclResult_t tune_choose_now(tune_t* t, ncclFunc_t coll, uint64_t nbytes,
       c.chunk_bytes = (uint32_t)chunk;
     }
   }
-  c.time_us = algo == NCCL_ALGO_TREE
+  c.time_us = run && table[algo][proto] >= 0 ? table[algo][proto]
+              : algo == NCCL_ALGO_TREE
                   ? tune_model_tree_time(&t->model, &t->topo, proto, nbytes, max_ch, num_pipe_ops)
                   : tune_model_time(&t->model, &t->topo, coll, proto, nbytes, max_ch,
                                     num_pipe_ops);
@@ -341,7 +400,7 @@ int tune_direct_ctas(const tune_t* t, uint64_t nbytes) {
 float tune_estimate_us(const tune_t* t, ncclFunc_t coll, uint64_t nbytes) {
   if ((int)coll >= 0 && coll < TUNE_NUM_COLLS) {
     tune_table_t table;
-    tune_table(t, coll, nbytes, 1, table);
+    tune_table(t, coll, nbytes, 1, 0, table);
     tune_table_knobs(t, coll, table);
     int a, p;
     if (tune_pick(table, &a, &p)) return table[a][p];

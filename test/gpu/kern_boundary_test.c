@@ -191,6 +191,33 @@ int main(void) {
     snprintf(want, sizeof want, "nthreads %u", bad_threads[i]);
     CHECK_CONTAINS(kern_last_error(), want);
   }
+  /* channel0: a ring work may start past channel 0 while its channels stay within the ring's;
+   * no other algorithm may. */
+  w.nthreads = 256;
+  w.channel0 = 5;
+  w.nchannels = KERN_MAX_CHANNELS - 5;
+  CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "take bytes"); /* past the channel checks */
+  w.nchannels = KERN_MAX_CHANNELS - 4;
+  CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "channels 5..64 run past the 64 ring channels");
+  w.nchannels = 1;
+  w.channel0 = 65535;
+  CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "channels 65535..65535 run past");
+  w.channel0 = 1;
+  w.coll = KERN_COLL_ALLREDUCE;
+  w.algo = NCCL_ALGO_TREE;
+  CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "channel0 1 with algo 0; only ring works start past channel 0");
+  w.algo = KERN_ALGO_ONESHOT;
+  w.proto = KERN_PROTO_LL;
+  CHECK_EQ_INT(kern_coll_launch(&w, NULL), ncclInvalidArgument);
+  CHECK_CONTAINS(kern_last_error(), "channel0 1 with algo 7");
+  w.channel0 = 0;
+  w.coll = KERN_COLL_BROADCAST;
+  w.algo = NCCL_ALGO_RING;
+  w.proto = KERN_PROTO_SIMPLE;
 
   /* Batches (kern_coll_batch_t): every work checked as one, named by its index; the works must
    * share one kernel and one communicator; nworks and the tag are checked first. All before any

@@ -12,6 +12,8 @@
  * threads through {64, 192, 512} and the chunk cap through {2048, 256, 65536}:
  *   AllReduce, ReduceScatter, Reduce: every (op, type) instance this build has;
  *   AllGather, Broadcast (bytes): 4 cases per protocol each, roots cycling.
+ * Then works that start past channel 0 (channel0 = 1), and pairs of AllReduces in one launch,
+ * each on a channel of its own (kern_coll_batch_launch), in both orders.
  * Connections keep their step counters from case to case, so protocols alternate on them.
  *
  * Exit: 0 all passed, 1 a failure (or a launch that did not end within 30 s), 77 without a GPU.
@@ -59,6 +61,9 @@ static uint32_t* d_abort;
 static unsigned char* h_in[MAX_RANKS];
 static unsigned char* h_out;
 static int failures, printed, ncases;
+/* The first channel of run_case's works (kern_coll_work_t.channel0): 1 runs them on channel 1
+ * only, as a launch that spreads its works puts one past channel 0. */
+static int case_ch0;
 
 static void* dalloc(size_t bytes) {
   void* p;
@@ -203,7 +208,8 @@ static void run_case(struct world* w, int coll, int proto, int op, int t, size_t
     k->type = t;
     k->root = root;
     k->divisor = n;
-    k->nchannels = NCH;
+    k->channel0 = (uint16_t)case_ch0;
+    k->nchannels = NCH - case_ch0;
     k->chunk_bytes = chunk;
     k->algo = NCCL_ALGO_RING;
     k->proto = proto;
@@ -233,6 +239,75 @@ static void run_case(struct world* w, int coll, int proto, int op, int t, size_t
       if ((size_t)failures != before) break;
     }
   }
+}
+
+/* Two AllReduces (f32 sum) in one batch per rank, each on a channel of its own (side by side:
+ * work 0 on channel first, work 1 on the other), from two halves of the buffers, both checked.
+ * Counts ca and cb elements. */
+static void run_pair(struct world* w, int proto, size_t ca, size_t cb, int first) {
+  const int n = w->n, t = ncclFloat32;
+  const size_t half = BUF_BYTES / 2 / 4 * 4, counts[2] = {ca, cb};
+  char ctx[160];
+  snprintf(ctx, sizeof ctx, "pair %s n=%d counts %zu (channel %d) and %zu (channel %d)",
+           kern_proto_name(proto), n, ca, first, cb, 1 - first);
+  static kern_coll_batch_t b[MAX_RANKS];
+  static unsigned char* in[2][MAX_RANKS];
+  for (int r = 0; r < n; r++) {
+    b[r].tag = KERN_COLL_BATCH_TAG;
+    b[r].nworks = 2;
+    CUDA_OK(cudaMemset(w->recvbuf[r], 0xa5, BUF_BYTES));
+    for (int j = 0; j < 2; j++) {
+      if (in[j][r] == NULL) in[j][r] = malloc(BUF_BYTES);
+      fill(in[j][r], t, counts[j], (unsigned)(ncases * 37 + r * 5 + j));
+      CUDA_OK(cudaMemcpy(w->sendbuf[r] + j * half, in[j][r], counts[j] * 4,
+                         cudaMemcpyHostToDevice));
+      kern_coll_work_t* k = &b[r].works[j];
+      memset(k, 0, sizeof *k);
+      k->sendbuff = w->sendbuf[r] + j * half;
+      k->recvbuff = w->recvbuf[r] + j * half;
+      k->count = counts[j];
+      k->comm = w->comm[r];
+      k->coll = KERN_COLL_ALLREDUCE;
+      k->op = KERN_OP_SUM;
+      k->type = t;
+      k->divisor = n;
+      k->channel0 = (uint16_t)(j == 0 ? first : 1 - first);
+      k->nchannels = 1;
+      k->chunk_bytes = 2048;
+      k->algo = NCCL_ALGO_RING;
+      k->proto = proto;
+      k->nthreads = 256;
+    }
+    if (kern_coll_batch_launch(&b[r], w->stream[r]) != ncclSuccess) {
+      printf("FAIL %s: launch: %s\n", ctx, kern_last_error());
+      exit(1);
+    }
+  }
+  const time_t t0 = time(NULL);
+  for (int r = 0; r < n; r++) {
+    cudaError_t q;
+    while ((q = cudaStreamQuery(w->stream[r])) == cudaErrorNotReady && time(NULL) - t0 < 30) {
+    }
+    if (q != cudaSuccess) {
+      printf("FAIL %s: rank %d's kernel did not end within 30 s (%s); stopping\n", ctx, r,
+             cudaGetErrorString(q));
+      exit(1);
+    }
+  }
+  ncases++;
+  for (int r = 0; r < n; r++)
+    for (int j = 0; j < 2; j++) {
+      CUDA_OK(cudaMemcpy(h_out, w->recvbuf[r] + j * half, counts[j] * 4, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < counts[j]; i++) {
+        struct ref_acc a;
+        ref_acc_init(&a);
+        for (int q = 0; q < n; q++)
+          ref_acc_add(&a, t, REF_SUM, ref_load(t, in[j][q], i), ref_from_i64(t, 1));
+        const size_t before = failures;
+        check_elem(ctx, r, i, t, REF_SUM, &a, ref_load(t, h_out, i));
+        if ((size_t)failures != before) break;
+      }
+    }
 }
 
 static double now_us(void) {
@@ -314,6 +389,24 @@ int main(int argc, char** argv) {
                k % 2, threads[k % 3], chunks[k % 3], (k + 1) % n);
     }
   }
+  /* Works past channel 0 (channel0 = 1), and two works side by side on channels of their own
+   * in one launch, in both orders, on every protocol. */
+  case_ch0 = 1;
+  for (int proto = 0; proto < KERN_PROTO_NUM; proto++)
+    for (int k = 0; k < 6; k++) {
+      const int n = ns[k % 4];
+      if (k < 3)
+        run_case(&worlds[n], reds[k], proto, KERN_OP_SUM, ncclFloat32, counts[(k + 2) % 4],
+                 k % 2, threads[k % 3], chunks[k % 3], k % n);
+      else
+        run_case(&worlds[n], k == 3 ? KERN_COLL_ALLGATHER : KERN_COLL_BROADCAST, proto,
+                 KERN_OP_SUM, ncclUint8, counts[k % 4] * 4 + 3, k % 2, threads[k % 3],
+                 chunks[k % 3], (k + 1) % n);
+    }
+  case_ch0 = 0;
+  for (int proto = 0; proto < KERN_PROTO_NUM; proto++)
+    for (int k = 0; k < 4; k++)
+      run_pair(&worlds[ns[k % 3]], proto, counts[(k + 3) % 4], counts[(k + 1) % 4], k % 2);
   printf("kern-ring: %d cases, %d failures\n", ncases, failures);
 
   if (bench && failures == 0) {

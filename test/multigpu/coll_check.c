@@ -926,6 +926,27 @@ static void cc_case_groups(struct cc_ctx* ctx) {
     cc_count(ctx, CC_CASE_GROUPS, -1,
              cc_run_grouped(ctx, m, CC_NSLOTS, 0, "(64 small allreduces in one group)"));
   }
+  /* 64 medium AllReduces, AllGathers and ReduceScatters in a group each, sizes within 4x of one
+   * another: Choir plans each group's run together (CHOIR_GROUP_PLAN) and puts ring works on
+   * channels of their own, side by side in one launch (CHOIR_RING_SPREAD). */
+  {
+    static const int kinds[3] = {CC_ALLREDUCE, CC_ALLGATHER, CC_REDUCESCATTER};
+    static const int types[3] = {REF_FLOAT32, REF_BFLOAT16, REF_FLOAT32};
+    static const int reds[3] = {REF_SUM, REF_SUM, REF_AVG};
+    static const char* const tags[3] = {"(64 medium allreduces in one group)",
+                                        "(64 medium allgathers in one group)",
+                                        "(64 medium reducescatters in one group)"};
+    for (int j = 0; j < 3; j++) {
+      struct cc_case m[CC_NSLOTS];
+      for (int k = 0; k < CC_NSLOTS; k++) {
+        const size_t base = j == 0 ? 4096 : 1024;
+        const size_t count = base + (size_t)(k * 211) % (2 * base);
+        m[k] = cc_mk(kinds[j], types[j], reds[j], count, k % 3 == 1, 0,
+                     s + 200 + 64 * (uint32_t)j + (uint32_t)k, k);
+      }
+      cc_count(ctx, CC_CASE_GROUPS, -1, cc_run_grouped(ctx, m, CC_NSLOTS, 0, tags[j]));
+    }
+  }
   /* Nested groups: the operations run at the outermost ncclGroupEnd. */
   struct cc_case c[3] = {
       cc_mk(CC_REDUCE, REF_UINT32, REF_PROD, 1023, 0, 0, s + 8, 0),

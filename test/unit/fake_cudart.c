@@ -191,6 +191,8 @@ static void fake_launch(const void* arg, unsigned gx) {
       if (at < FAKE_WORKS_MAX) {
         fake_cudart.batch_recv[at] = k->recvbuff;
         fake_cudart.batch_algo[at] = (int)k->algo;
+        fake_cudart.batch_ch0[at] = (int)k->channel0;
+        fake_cudart.batch_nch[at] = (int)k->nchannels;
       }
     }
     return;

@@ -29,6 +29,8 @@ typedef struct {
    * several threads launching, in the order the launches reached the fake) */
   void* batch_recv[FAKE_WORKS_MAX];
   int batch_algo[FAKE_WORKS_MAX]; /* and its algorithm (kern_coll_work_t.algo) */
+  int batch_ch0[FAKE_WORKS_MAX];  /* its first channel (channel0) */
+  int batch_nch[FAKE_WORKS_MAX];  /* and its channel count (nchannels) */
 } fake_cudart_t;
 
 extern fake_cudart_t fake_cudart;

@@ -951,6 +951,36 @@ static void case_group_batches(void) {
     for (int i = 0; i < N; i++)
       CHECK_MSG(fake_cudart.batch_recv[works0 + r * N + i] == (void*)(buf[r] + i * E),
                 "rank %d: work %d of the group is not all-reduce %d", r, i, i);
+  /* Placement (enqueue_plan_spread_ring): both ranks put each work on the same channels, within
+   * the ring's 64 at most; works of fewer channels than the ring has sit side by side, each
+   * from where the one before ended, wrapping to 0 (a launch's grid, L, is the end of its
+   * furthest work). */
+  for (int b0 = 0; b0 < N && works0 + 2 * N <= FAKE_WORKS_MAX; b0 += KERN_COLL_BATCH_MAX) {
+    const int b1 = b0 + KERN_COLL_BATCH_MAX < N ? b0 + KERN_COLL_BATCH_MAX : N;
+    int grid = 0;
+    for (int i = b0; i < b1; i++) {
+      const int w0 = works0 + i, w1 = works0 + N + i;
+      CHECK_MSG(fake_cudart.batch_ch0[w0] == fake_cudart.batch_ch0[w1] &&
+                    fake_cudart.batch_nch[w0] == fake_cudart.batch_nch[w1],
+                "work %d: rank 0 on channels %d+%d, rank 1 on %d+%d", i,
+                fake_cudart.batch_ch0[w0], fake_cudart.batch_nch[w0], fake_cudart.batch_ch0[w1],
+                fake_cudart.batch_nch[w1]);
+      CHECK_TRUE(fake_cudart.batch_algo[w0] == NCCL_ALGO_RING && fake_cudart.batch_nch[w0] >= 1);
+      const int end = fake_cudart.batch_ch0[w0] + fake_cudart.batch_nch[w0];
+      CHECK_TRUE(end <= KERN_MAX_CHANNELS);
+      if (end > grid) grid = end;
+    }
+    int next = 0;
+    for (int i = b0; i < b1; i++) {
+      const int w0 = works0 + i, nch = fake_cudart.batch_nch[w0];
+      int want = nch >= grid ? 0 : next + nch > grid ? 0 : next;
+      CHECK_MSG(fake_cudart.batch_ch0[w0] == want, "work %d (%d channels) starts at %d, want %d "
+                "(launch of %d channels)", i, nch, fake_cudart.batch_ch0[w0], want, grid);
+      if (nch < grid) next = want + nch;
+    }
+    printf("  batch of works %d..%d: %d channel(s) each, over %d channels\n", b0, b1 - 1,
+           fake_cudart.batch_nch[works0 + b0], grid);
+  }
   /* Streams: 3 on the default stream, 2 on s1, 3 on the default again: 3 batches per rank. */
   const int launches1 = __atomic_load_n(&fake_cudart.launches, __ATOMIC_RELAXED);
   const int works1 = fake_cudart.batch_works;

@@ -410,6 +410,161 @@ static void case_spread_oneshot(void) {
   tune_destroy(t);
 }
 
+/* Ring works of a batch (enqueue_plan_spread_ring): each on channels of its own, from where the
+ * one before ended, wrapping to 0 rather than running past the limit; works of every channel,
+ * other algorithms and a limit of 0 (CHOIR_RING_SPREAD=0) stay at channel 0. */
+static void case_spread_ring(void) {
+  static kern_coll_batch_t b;
+  const kern_coll_work_t ring = {.coll = KERN_COLL_ALLREDUCE, .op = KERN_OP_SUM,
+                                 .type = ncclFloat32, .count = 1024, .nchannels = 1,
+                                 .algo = NCCL_ALGO_RING, .proto = KERN_PROTO_LL,
+                                 .nthreads = 64, .divisor = 4};
+  /* 20 works of one channel over 16: channels 0..15, then 0..3 again. */
+  b.nworks = 20;
+  for (int i = 0; i < 20; i++) b.works[i] = ring;
+  enqueue_plan_spread_ring(16, &b);
+  for (int i = 0; i < 20; i++)
+    CHECK_MSG(b.works[i].channel0 == i % 16, "work %d starts at channel %u, want %d", i,
+              (unsigned)b.works[i].channel0, i % 16);
+  /* Mixed: 3 channels at 0, a OneShot work (stays 0, takes no channel), 5 at 3, the whole ring
+   * (0), 4 at 8, 5 (12 + 5 > 16: wraps to 0), a tree work (0), 2 at 5. */
+  const int nch[8] = {3, 2, 5, 16, 4, 5, 1, 2};
+  const int algo[8] = {NCCL_ALGO_RING, KERN_ALGO_ONESHOT, NCCL_ALGO_RING, NCCL_ALGO_RING,
+                       NCCL_ALGO_RING, NCCL_ALGO_RING, NCCL_ALGO_TREE, NCCL_ALGO_RING};
+  const int want[8] = {0, 0, 3, 0, 8, 0, 0, 5};
+  b.nworks = 8;
+  for (int i = 0; i < 8; i++) {
+    b.works[i] = ring;
+    b.works[i].nchannels = nch[i];
+    b.works[i].algo = algo[i];
+  }
+  enqueue_plan_spread_ring(16, &b);
+  for (int i = 0; i < 8; i++) {
+    CHECK_MSG(b.works[i].channel0 == want[i], "mixed work %d starts at %u, want %d", i,
+              (unsigned)b.works[i].channel0, want[i]);
+    CHECK_TRUE(b.works[i].channel0 + b.works[i].nchannels <= 16);
+  }
+  /* Spreading off: every work back at channel 0 (a batch is built fresh, but a stale value
+   * must not survive either). */
+  enqueue_plan_spread_ring(0, &b);
+  for (int i = 0; i < 8; i++) CHECK_EQ_INT(b.works[i].channel0, 0);
+}
+
+/* Runs of alike collectives planned together (enqueue_plan_runs): the run's choice for its bytes
+ * together, every member taking it, the ring's channels shared by bytes; what cuts a run; plans
+ * outside runs untouched; the same plans on every rank. */
+static void case_runs(void) {
+  tune_topo_t tp = topo_make(4, 1, TUNE_LINK_SAME_GPU, 16, 4);
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(&tp, 0xc0ffee, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  const cudaStream_t s1 = (cudaStream_t)(uintptr_t)0x1000, s2 = (cudaStream_t)(uintptr_t)0x2000;
+  enum { N = 12 };
+  enq_op_t ops[N];
+  enq_plan_t plans[N];
+  const enq_plan_t mark = {.algo = 99, .proto = 99, .nchannels = 99, .nthreads = 99,
+                           .chunk_bytes = 99};
+  /* ops 0..3: AllReduce f32 sum of 1, 2, 4 and 3 MB on s1 (a run of 10 MB); 4: a send (skipped);
+   * 5: an empty AllReduce (skipped); 6: AllReduce of 1 MB (joins: 11 MB, five members); 7: 8 MB
+   * (more than 4x the run's smallest: ends the run); 8, 9: on s2, then s1 (the stream ends that
+   * run of one); 10: max instead of sum; 11: a Broadcast. */
+  const size_t mb = (1u << 20) / 4;
+  const size_t counts[N] = {mb, 2 * mb, 4 * mb, 3 * mb, mb, 0, mb, 8 * mb, mb, mb, mb, mb};
+  for (int i = 0; i < N; i++) {
+    ops[i] = (enq_op_t){.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
+                        .count = counts[i], .stream = s1};
+    plans[i] = mark;
+  }
+  ops[4].kind = ENQ_SEND;
+  ops[8].stream = s2;
+  ops[10].op = ncclMax;
+  ops[11].kind = ENQ_BROADCAST;
+  CHECK_EQ_INT(enqueue_plan_runs(t, ops, plans, N, 4, KERN_COLL_BATCH_MAX, 16), ncclSuccess);
+  tune_choice_t ref;
+  memset(&ref, 0, sizeof(ref));
+  const uint64_t total = 11u << 20;
+  CHECK_EQ_INT(tune_choose_run(t, ncclFuncAllReduce, total, 5, &ref), ncclSuccess);
+  CHECK_EQ_INT(ref.algo, NCCL_ALGO_RING); /* no direct connections, no tree: the ring */
+  const int members[5] = {0, 1, 2, 3, 6};
+  for (int j = 0; j < 5; j++) {
+    const enq_plan_t* p = &plans[members[j]];
+    const uint64_t nb = counts[members[j]] * 4;
+    int share = (int)(((uint64_t)ref.nchannels * nb + total / 2) / total);
+    if (share < 1) share = 1;
+    CHECK_MSG(p->algo == NCCL_ALGO_RING && p->proto == ref.proto && p->nthreads == ref.nthreads &&
+                  p->chunk_bytes == ref.chunk_bytes && p->nchannels == share,
+              "run member %d: algo %d proto %d %d ch %d thr chunk %u; want ring %d, %d ch, %d "
+              "thr, chunk %u", members[j], p->algo, p->proto, p->nchannels, p->nthreads,
+              p->chunk_bytes, ref.proto, share, ref.nthreads, ref.chunk_bytes);
+  }
+  for (int i = 4; i < N; i++) {
+    if (i == 6) continue;
+    CHECK_MSG(plans[i].algo == 99 && plans[i].nchannels == 99, "op %d is in no run but its plan "
+              "changed (algo %d, %d channels)", i, plans[i].algo, plans[i].nchannels);
+  }
+  /* max_run cuts: with runs of at most 2, ops 0-1 and 2-3 pair up (6 has no partner left) */
+  for (int i = 0; i < N; i++) plans[i] = mark;
+  CHECK_EQ_INT(enqueue_plan_runs(t, ops, plans, N, 4, 2, 16), ncclSuccess);
+  CHECK_TRUE(plans[0].algo == NCCL_ALGO_RING && plans[1].algo == NCCL_ALGO_RING);
+  CHECK_TRUE(plans[2].algo == NCCL_ALGO_RING && plans[3].algo == NCCL_ALGO_RING);
+  CHECK_EQ_INT(plans[6].algo, 99);
+
+  /* 64 small AllReduces with direct connections: whatever the model picks for the 256 KB
+   * together, the members agree with it where it is the ring or OneShot, and on every rank. */
+  tune_topo_t td = topo_make(4, 1, TUNE_LINK_SAME_GPU, 16, 4);
+  td.algo_mask |= TUNE_ALGO_DIRECT_MASK;
+  td.direct_ctas = KERN_DIRECT_MAX_CTAS;
+  td.direct_slot_bytes = 64u << 10;
+  enum { M = 64 };
+  static enq_op_t small[M];
+  static enq_plan_t sp[4][M];
+  for (int i = 0; i < M; i++)
+    small[i] = (enq_op_t){.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
+                          .count = 1024, .stream = s1};
+  tune_choice_t gr;
+  memset(&gr, 0, sizeof(gr));
+  for (int r = 0; r < 4; r++) {
+    tune_t* tr = NULL;
+    CHECK_EQ_INT(tune_create(&td, 0xc0ffee, r, &tr), ncclSuccess);
+    if (tr == NULL) continue;
+    for (int i = 0; i < M; i++) sp[r][i] = mark;
+    CHECK_EQ_INT(enqueue_plan_runs(tr, small, sp[r], M, 4, KERN_COLL_BATCH_MAX, 16), ncclSuccess);
+    if (r == 0) CHECK_EQ_INT(tune_choose_run(tr, ncclFuncAllReduce, M * 4096, M, &gr), ncclSuccess);
+    tune_destroy(tr);
+  }
+  for (int i = 0; i < M; i++) {
+    const enq_plan_t* p = &sp[0][i];
+    if (gr.algo == NCCL_ALGO_RING || gr.algo == TUNE_ALGO_ONESHOT)
+      CHECK_MSG(p->algo == gr.algo && p->proto == gr.proto && p->nchannels >= 1,
+                "small %d: algo %d proto %d, the run's choice %d/%d", i, p->algo, p->proto,
+                gr.algo, gr.proto);
+    else
+      CHECK_EQ_INT(p->algo, 99);
+    for (int r = 1; r < 4; r++)
+      CHECK_MSG(memcmp(&sp[r][i], p, sizeof(*p)) == 0, "small %d: rank %d plans otherwise", i, r);
+  }
+  printf("  64 x 4 KB AllReduce, 4 ranks on one GPU: the run takes algo %d proto %d, %d channels"
+         "\n", gr.algo, gr.proto, gr.nchannels);
+  /* Where the runs' costs were measured (4 ranks sharing one H200, 64 all-reduces, CUDA graphs:
+   * OneShot streamed 9.7, 12.3 and 32.0 us at 8 B, 512 B and 4 KB each, the ring side by side
+   * 33.1, 48.9, 48.3; at 32 KB OneShot 160.6, the ring 59.3): the model picks the same. */
+  tune_t* tq = NULL;
+  CHECK_EQ_INT(tune_create(&td, 0xc0ffee, 0, &tq), ncclSuccess);
+  if (tq != NULL) {
+    const uint64_t each[4] = {8, 512, 4096, 32768};
+    const int want[4] = {TUNE_ALGO_ONESHOT, TUNE_ALGO_ONESHOT, TUNE_ALGO_ONESHOT, NCCL_ALGO_RING};
+    for (int i = 0; i < 4; i++) {
+      tune_choice_t c;
+      memset(&c, 0, sizeof(c));
+      CHECK_EQ_INT(tune_choose_run(tq, ncclFuncAllReduce, each[i] * M, M, &c), ncclSuccess);
+      CHECK_MSG(c.algo == want[i], "64 x %llu B: the run takes algo %d, want %d",
+                (unsigned long long)each[i], c.algo, want[i]);
+    }
+    tune_destroy(tq);
+  }
+  tune_destroy(t);
+}
+
 int main(int argc, char** argv) {
   setenv("NCCL_CONF_FILE", "/nonexistent/choir.conf", 1);
   static const struct {
@@ -422,7 +577,9 @@ int main(int argc, char** argv) {
                {"refused", case_refused},
                {"batches", case_batches},
                {"tree", case_tree},
-               {"spread-oneshot", case_spread_oneshot}};
+               {"spread-oneshot", case_spread_oneshot},
+               {"spread-ring", case_spread_ring},
+               {"runs", case_runs}};
   const char* only = argc > 1 ? argv[1] : NULL;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     if (only != NULL && strcmp(only, cases[i].name) != 0) continue;
