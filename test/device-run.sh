@@ -808,19 +808,13 @@ PY
         done
       done
       python3 - "$d" "$rs" "$agg" "$aops" <<'PY' | tee -a "$summary"
-import glob, json, os, statistics, sys
+import sys
+sys.path.insert(0, "test/tools")
+from perf_json import medians
 d, rs, agg, ops = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4].split()
 def load(op, r, g, v):
-    cells = {}
     pre = "" if op == "all_reduce" else op + "-"
-    for path in sorted(glob.glob(os.path.join(d, "%sr%s-g%s-%s-*.json" % (pre, r, g, v)))):
-        try:
-            doc = json.load(open(path))
-        except (OSError, ValueError):
-            continue
-        for row in doc.get("results", []):
-            cells.setdefault(row["size"], []).append(row["out_of_place"]["time"])
-    return {s: statistics.median(v) for s, v in cells.items()}
+    return medians(d, "%sr%s-g%s-%s-*.json" % (pre, r, g, v))
 for op, r, g in ((op, r, g) for op in ops for r in rs for g in ("0", "20")):
         t = {v: load(op, r, g, v)
              for v in ("oneshot", "twoshot", "ringLL", "default", "agg1", "agg")}
@@ -904,18 +898,12 @@ PY
         done
       done
       python3 - "$d" "$rs" "$agg" "${GROUP_SWEEP_MODES:-20}" <<'PY' | tee -a "$summary"
-import glob, json, os, statistics, sys
+import sys
+sys.path.insert(0, "test/tools")
+from perf_json import medians
 d, rs, agg, modes = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4].split()
 def load(r, g, v):
-    cells = {}
-    for path in sorted(glob.glob(os.path.join(d, "r%s-g%s-%s-*.json" % (r, g, v)))):
-        try:
-            doc = json.load(open(path))
-        except (OSError, ValueError):
-            continue
-        for row in doc.get("results", []):
-            cells.setdefault(row["size"], []).append(row["out_of_place"]["time"])
-    return {s: statistics.median(x) for s, x in cells.items()}
+    return medians(d, "r%s-g%s-%s-*.json" % (r, g, v))
 vs = ("group", "ring", "ringseq", "alone")
 for r in rs:
     for g in modes:
