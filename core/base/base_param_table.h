@@ -138,15 +138,15 @@ PARAM_INT(ONESHOT, "CHOIR_ONESHOT", 1,
           "NCCL_LL_BUFFSIZE bytes) with the ring, so the plan may choose OneShot; 0: never")
 PARAM_INT(AGG_MAX, "CHOIR_AGG_MAX", 64,
           "most collectives of one group that run in one kernel launch, 1..64 (1: one launch per "
-          "collective; larger values are taken as 64); consecutive collectives of a group on one "
-          "stream with the same kernel (protocol, operator and type) share a launch")
+          "collective; larger values are taken as 64); consecutive collectives of a group with "
+          "the same kernel (protocol, operator and type) share a launch")
 PARAM_INT(RING_SPREAD, "CHOIR_RING_SPREAD", 1,
           "1: the ring collectives of one launch that use fewer channels than the ring has start "
           "on channels of their own (one after the other, wrapping around), so that they run side "
           "by side; 0: every one starts on channel 0 and they run one after the other")
 PARAM_INT(GROUP_PLAN, "CHOIR_GROUP_PLAN", 1,
           "1: consecutive alike collectives of a group (AllReduce, AllGather or ReduceScatter "
-          "with one operator, type and stream, sizes within 4x of each other) are planned "
+          "with one operator and type, sizes within 4x of each other) are planned "
           "together, as NCCL does: the model chooses for their bytes together, and when it "
           "chooses the ring or OneShot they all take it, the ring's channels shared by bytes; "
           "0: each is planned alone")

@@ -178,6 +178,7 @@ typedef struct enq_plan {
   int nthreads;         /* threads per CTA */
   uint32_t chunk_bytes; /* data bytes per step at most */
   float time_us;        /* the model's estimate */
+  int channel0;         /* the ring's first channel (enqueue_plan_spread_ring); 0 otherwise */
 } enq_plan_t;
 
 /* The plan of collective op (count > 0) in a group of num_pipe_ops collectives, on t (the
@@ -189,10 +190,11 @@ ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int nu
                                const uint32_t ring_slot_bytes[KERN_PROTO_NUM], int ring_nchannels,
                                int tree_nchannels, enq_plan_t* plan_p);
 /* What decides whether two planned collectives may share a launch (kernels.h:
- * kern_coll_batch_t): the stream, and the kernel (the protocol; for reductions the kernel
- * operator and the type; Broadcast and AllGather share the copy kernel, marked op = type = -1). */
+ * kern_coll_batch_t): the kernel (the protocol; for reductions the kernel operator and the type;
+ * Broadcast and AllGather share the copy kernel, marked op = type = -1). Not the stream: a group
+ * on several streams launches on its first collective's, the others joined before and after
+ * (NCCL's rule), so the batches depend on the calls alone, equal on every rank. */
 typedef struct enq_batch_key {
-  cudaStream_t stream;
   int tree; /* tree works run in a kernel of their own (kern_tree.cuh) */
   int proto;
   int op;   /* kern_op_t, or -1: the copy kernel */
@@ -208,16 +210,18 @@ int enqueue_plan_batch_max(void);
 /* A batch's runs of consecutive OneShot works (the kernel's merge condition) get the CTAs of
  * their bytes together (tune_direct_ctas), at least the most any of them has. */
 void enqueue_plan_spread_oneshot(const tune_t* t, kern_coll_batch_t* b);
-/* A batch's ring works that use fewer than `limit` channels (the ring's, under the CTA cap)
- * take channels of their own: each starts where the one before it ended (channel0), from 0 again
- * when it would run past limit, so that they run side by side in the launch. limit < 1 (the
- * knob CHOIR_RING_SPREAD=0): every work starts at 0. A function of the works alone, so every
- * rank, which forms the same batches, places them alike. */
-void enqueue_plan_spread_ring(int limit, kern_coll_batch_t* b);
+/* The group's ring plans (plans[0..n), in call order; other algorithms and the zeroed plans of
+ * non-collectives are skipped) that use fewer than `limit` channels (the ring's) take channels
+ * of their own: each starts where the one before ended, from 0 again when it would run past
+ * limit, so that those a launch holds run side by side. limit < 1 (the knob
+ * CHOIR_RING_SPREAD=0): every plan starts at 0. Placed per group in call order, not per launch:
+ * a function of the calls alone, so every rank places each collective alike even where ranks
+ * cut their launches differently (their streams differ). */
+void enqueue_plan_spread_ring(int limit, enq_plan_t* plans, int n);
 /* Consecutive alike collectives of a group planned together (CHOIR_GROUP_PLAN, NCCL's
  * aggregation): ops[0..n) with their plans (count 0 or not a collective: skipped, plan left),
- * runs of AllReduce, AllGather or ReduceScatter with one kernel operator, type and stream, each
- * within 4x of the run's smallest size, at most max_run long. A run of two or more is chosen for
+ * runs of AllReduce, AllGather or ReduceScatter with one kernel operator and type (any
+ * stream), each within 4x of the run's smallest size, at most max_run long. A run of two or more is chosen for
  * its bytes together (tune_choose_run); when the model picks the
  * ring or OneShot, every operation of the run takes that algorithm, protocol, thread count and
  * chunk, and the ring's channels are shared by bytes (each at least one). Otherwise the plans

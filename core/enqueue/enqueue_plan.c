@@ -1,8 +1,9 @@
 /*
  * Planning and launching: the operations a group collected on one communicator become kernel
  * launches on the user's streams. Ring collectives run in call order, consecutive ones that share
- * a stream and a kernel in one launch (up to KERN_COLL_BATCH_MAX, CHOIR_AGG_MAX), which runs them
- * one after the other; sends and receives (and AlltoAll, Gather, Scatter, which are made of them)
+ * a kernel in one launch (up to KERN_COLL_BATCH_MAX, CHOIR_AGG_MAX), which runs them one after
+ * the other, on the group's first collective's stream (the group's other streams joined before
+ * and after, as NCCL does); sends and receives (and AlltoAll, Gather, Scatter, which are made of them)
  * launch in batches that progress together in one kernel.
  *
  * Each collective gets its plan (algorithm, protocol, channels, threads, chunk) in one place,
@@ -107,6 +108,22 @@ static ncclResult_t enq_stream_leave(enq_comm_t* dp, cudaStream_t s, int capturi
   CUDA_CHECK(cudaEventRecord(dp->done_ev, s));
   dp->last_stream = s;
   __atomic_store_n(&dp->launched, 1, __ATOMIC_RELEASE); /* enqueue_comm_busy reads it */
+  return ncclSuccess;
+}
+
+typedef enum { ENQ_JOIN_INTO, ENQ_JOIN_OUT_OF } enq_join_t;
+
+/* Streams streams[0..n) other than s joined with s through ev: INTO, s waits for each of them;
+ * OUT_OF, each waits for s (a stream named twice in a row is joined once). */
+static ncclResult_t enq_streams_join(const cudaStream_t* streams, int n, cudaStream_t s,
+                                     enq_join_t dir, cudaEvent_t ev) {
+  for (int i = 0; i < n; i++) {
+    if (streams[i] == s || (i > 0 && streams[i] == streams[i - 1])) continue;
+    cudaStream_t from = dir == ENQ_JOIN_INTO ? streams[i] : s;
+    cudaStream_t to = dir == ENQ_JOIN_INTO ? s : streams[i];
+    CUDA_CHECK(cudaEventRecord(ev, from));
+    CUDA_CHECK(cudaStreamWaitEvent(to, ev, 0));
+  }
   return ncclSuccess;
 }
 
@@ -217,6 +234,7 @@ static void enq_coll_work(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* 
   w->proto = plan->proto;
   w->nthreads = (uint16_t)plan->nthreads;
   w->nchannels = plan->nchannels;
+  w->channel0 = (uint16_t)plan->channel0;
   w->chunk_bytes = plan->chunk_bytes;
   if (enq_reduces(op->kind)) {
     w->op = kern_op_from_nccl(op->op);
@@ -232,8 +250,7 @@ static void enq_coll_work(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* 
 
 enq_batch_key_t enqueue_plan_batch_key(const enq_op_t* op, const enq_plan_t* plan) {
   const int reduces = enq_reduces(op->kind);
-  return (enq_batch_key_t){.stream = op->stream,
-                           .tree = plan->algo == NCCL_ALGO_TREE,
+  return (enq_batch_key_t){.tree = plan->algo == NCCL_ALGO_TREE,
                            .proto = plan->proto,
                            .op = reduces ? (int)kern_op_from_nccl(op->op) : -1,
                            .type = reduces ? (int)op->type : -1};
@@ -242,7 +259,7 @@ enq_batch_key_t enqueue_plan_batch_key(const enq_op_t* op, const enq_plan_t* pla
 int enqueue_plan_batch_end(const enq_batch_key_t* keys, int n, int lo, int max) {
   const enq_batch_key_t* k = &keys[lo];
   int hi = lo + 1;
-  while (hi < n && hi - lo < max && keys[hi].stream == k->stream && keys[hi].tree == k->tree &&
+  while (hi < n && hi - lo < max && keys[hi].tree == k->tree &&
          keys[hi].proto == k->proto &&
          keys[hi].op == k->op && keys[hi].type == k->type)
     hi++;
@@ -279,18 +296,18 @@ void enqueue_plan_spread_oneshot(const tune_t* t, kern_coll_batch_t* b) {
   }
 }
 
-void enqueue_plan_spread_ring(int limit, kern_coll_batch_t* b) {
+void enqueue_plan_spread_ring(int limit, enq_plan_t* plans, int n) {
   int next = 0;
-  for (uint32_t i = 0; i < b->nworks; i++) {
-    kern_coll_work_t* w = &b->works[i];
-    if (w->algo != NCCL_ALGO_RING) continue;
-    if (w->nchannels >= limit) {
-      w->channel0 = 0;
+  for (int i = 0; i < n; i++) {
+    enq_plan_t* p = &plans[i];
+    if (p->algo != NCCL_ALGO_RING || p->nchannels < 1) continue;
+    if (p->nchannels >= limit) {
+      p->channel0 = 0;
       continue;
     }
-    if (next + w->nchannels > limit) next = 0;
-    w->channel0 = (uint16_t)next;
-    next += w->nchannels;
+    if (next + p->nchannels > limit) next = 0;
+    p->channel0 = next;
+    next += p->nchannels;
   }
 }
 
@@ -301,10 +318,11 @@ static int enq_ring_spread_limit(const enq_comm_t* dp) {
 }
 
 /* Whether collective b joins the run that a starts (enqueue_plan_runs): the same kind among
- * AllReduce, AllGather and ReduceScatter, the same kernel operator, type and stream. */
+ * AllReduce, AllGather and ReduceScatter, the same kernel operator and type. Not the stream:
+ * ranks may use streams differently, and every rank must plan alike. */
 static int enq_run_alike(const enq_op_t* a, const enq_op_t* b) {
   return (a->kind == ENQ_ALLREDUCE || a->kind == ENQ_ALLGATHER || a->kind == ENQ_REDUCESCATTER) &&
-         b->kind == a->kind && b->type == a->type && b->stream == a->stream &&
+         b->kind == a->kind && b->type == a->type &&
          (a->kind == ENQ_ALLGATHER || kern_op_from_nccl(b->op) == kern_op_from_nccl(a->op));
 }
 
@@ -383,7 +401,7 @@ ncclResult_t enqueue_plan_runs(tune_t* t, const enq_op_t* ops, enq_plan_t* plans
  * their stream. Per collective, in call order as for one launch each: its Coll event, the steps
  * the proxy's ProxyOp events expect through each network connection end, and its CTAs'
  * kernel-channel records (each work's own, contiguous, as the kernel writes them). */
-static ncclResult_t enq_launch_colls(enq_comm_t* dp, const enq_op_t* const* ops,
+static ncclResult_t enq_launch_colls(enq_comm_t* dp, cudaStream_t s, const enq_op_t* const* ops,
                                      const enq_plan_t* plans, int n) {
   /* Only the first n works are read (the launch copies only those): no zeroing of the rest. */
   kern_coll_batch_t b;
@@ -392,8 +410,6 @@ static ncclResult_t enq_launch_colls(enq_comm_t* dp, const enq_op_t* const* ops,
   b.pad = 0;
   for (int i = 0; i < n; i++) enq_coll_work(dp, ops[i], &plans[i], &b.works[i]);
   enqueue_plan_spread_oneshot(dp->tune, &b);
-  enqueue_plan_spread_ring(enq_ring_spread_limit(dp), &b);
-  const cudaStream_t s = ops[0]->stream;
   int capturing;
   CHECK(enq_stream_enter(dp, s, &capturing));
   void* evs[KERN_COLL_BATCH_MAX];
@@ -463,6 +479,7 @@ static ncclResult_t enq_plan_group(enq_comm_t* dp) {
   if (param_int(PARAM_GROUP_PLAN) != 0 && n > 1)
     CHECK(enqueue_plan_runs(dp->tune, dp->ops, dp->plans, dp->nops, dp->nranks,
                             enqueue_plan_batch_max(), dp->nchannels));
+  enqueue_plan_spread_ring(enq_ring_spread_limit(dp), dp->plans, dp->nops);
   dp->plans_valid = 1;
   return ncclSuccess;
 }
@@ -483,7 +500,7 @@ static ncclResult_t enq_tree_wanted(enq_comm_t* dp, int* wants) {
 }
 
 /* Every non-empty collective of the group, planned in call order (every rank plans the same),
- * then launched in batches of consecutive ones that share a stream and a kernel. The proxy and
+ * then launched in batches of consecutive ones that share a kernel. The proxy and
  * the profiler see each collective's calls in call order, as with one launch each. */
 static ncclResult_t enq_launch_coll_all(enq_comm_t* dp) {
   int n = 0;
@@ -509,12 +526,31 @@ static ncclResult_t enq_launch_coll_all(enq_comm_t* dp) {
     keys[k] = enqueue_plan_batch_key(op, &plans[k]);
     k++;
   }
+  /* NCCL's rule for a group on several streams: every stream waits for the others before the
+   * group's kernels start and for the kernels after them, as if the group ran on each; the
+   * launches go on the first collective's stream. So the streams never decide the batches, and
+   * ranks that use streams differently still cut the same ones (kernels.h). */
+  cudaStream_t* streams = NULL;
+  int nstreams = 0;
+  if (res == ncclSuccess) res = MEM_CALLOC(&streams, (size_t)n);
+  for (int i = 0; i < n && res == ncclSuccess; i++)
+    if (i == 0 || ops[i]->stream != ops[i - 1]->stream) streams[nstreams++] = ops[i]->stream;
+  const cudaStream_t s = res == ncclSuccess ? ops[0]->stream : NULL;
+  if (res == ncclSuccess) res = enq_streams_join(streams, nstreams, s, ENQ_JOIN_INTO, dp->join_ev);
   const int max = enqueue_plan_batch_max();
+  int launched = 0;
   for (int lo = 0; lo < n && res == ncclSuccess;) {
     const int hi = enqueue_plan_batch_end(keys, n, lo, max);
-    res = enq_launch_colls(dp, ops + lo, plans + lo, hi - lo);
+    res = enq_launch_colls(dp, s, ops + lo, plans + lo, hi - lo);
+    launched = 1;
     lo = hi;
   }
+  if (launched) {
+    /* The kernels are in s: the other streams wait for them whatever happened since. */
+    const ncclResult_t jres = enq_streams_join(streams, nstreams, s, ENQ_JOIN_OUT_OF, dp->join_ev);
+    if (res == ncclSuccess) res = jres;
+  }
+  free(streams);
   free(ops);
   free(plans);
   free(keys);
@@ -730,22 +766,6 @@ static uint32_t enq_p2p_slice(const enq_p2p_t* v, int lo, int hi, int pairwise) 
   return ENQ_COLL_P2P_ROOTED_SLICE;
 }
 
-typedef enum { ENQ_JOIN_INTO, ENQ_JOIN_OUT_OF } enq_join_t;
-
-/* The streams of ops [lo, hi) other than s, joined with s through ev: INTO, s waits for each of
- * them; OUT_OF, each waits for s. */
-static ncclResult_t enq_streams_join(const enq_p2p_t* v, int lo, int hi, cudaStream_t s,
-                                     enq_join_t dir, cudaEvent_t ev) {
-  for (int i = lo + 1; i < hi; i++) {
-    if (v[i].stream == s) continue;
-    cudaStream_t from = dir == ENQ_JOIN_INTO ? v[i].stream : s;
-    cudaStream_t to = dir == ENQ_JOIN_INTO ? s : v[i].stream;
-    CUDA_CHECK(cudaEventRecord(ev, from));
-    CUDA_CHECK(cudaStreamWaitEvent(to, ev, 0));
-  }
-  return ncclSuccess;
-}
-
 /* One batch: ops [lo, hi) of v. Launched on the first op's stream; the other streams of the
  * batch join before and after. */
 static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int hi,
@@ -778,8 +798,10 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
         for (uint32_t c = 0; c < b.ops[k].nctas; c++, r++)
           enq_prof_kch_set(dp, kch + r, parents[k], (int)c);
   }
+  cudaStream_t streams[KERN_P2P_MAX_OPS];
+  for (int i = lo; i < hi; i++) streams[i - lo] = v[i].stream;
   /* From here on every error must balance the launch mark of enq_stream_enter. */
-  ncclResult_t res = enq_streams_join(v, lo, hi, s, ENQ_JOIN_INTO, dp->join_ev);
+  ncclResult_t res = enq_streams_join(streams, hi - lo, s, ENQ_JOIN_INTO, dp->join_ev);
   if (res == ncclSuccess) {
     void* kl = enq_prof_launch_start(dp, s);
     res = kern_p2p_launch(&b, s);
@@ -795,7 +817,7 @@ static ncclResult_t enq_launch_batch(enq_comm_t* dp, enq_p2p_t* v, int lo, int h
   }
   TRACE(NCCL_P2P, "rank %d: p2p batch of %u ops, %u CTAs", dp->rank, b.nops, b.nctas);
   /* The kernel is launched: the mark ends in the stream whatever happens to the joins. */
-  res = enq_streams_join(v, lo, hi, s, ENQ_JOIN_OUT_OF, dp->join_ev);
+  res = enq_streams_join(streams, hi - lo, s, ENQ_JOIN_OUT_OF, dp->join_ev);
   ncclResult_t lres = enq_stream_leave(dp, s, capturing);
   return res != ncclSuccess ? res : lres;
 }

@@ -245,6 +245,7 @@ cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureS
 }
 cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
   (void)s, (void)e, (void)flags;
+  __atomic_add_fetch(&fake_cudart.stream_waits, 1, __ATOMIC_RELAXED);
   return cudaSuccess;
 }
 cudaError_t __wrap_cudaEventRecord(cudaEvent_t e, cudaStream_t s) {

@@ -24,6 +24,7 @@ typedef struct {
   int launches;        /* kernel launches */
   int timed_ctas;      /* CTAs whose profiler timestamps a launch wrote (kernels.h) */
   int batches;         /* launches of collective batches (kernels.h: kern_coll_batch_t) */
+  int stream_waits;    /* cudaStreamWaitEvent calls so far */
   int batch_works;     /* their works, all batches together */
   /* recvbuff of each work of those batches in launch order, the first FAKE_WORKS_MAX (with
    * several threads launching, in the order the launches reached the fake) */

@@ -288,7 +288,7 @@ static int cut(const enq_batch_key_t* keys, int n, int max, int* sizes_p) {
   return nb;
 }
 
-/* Launch batches (kernels.h: kern_coll_batch_t): consecutive collectives with one stream and one
+/* Launch batches (kernels.h: kern_coll_batch_t): consecutive collectives with one
  * kernel share a launch, at most max of them; anything else that differs cuts the batch; call
  * order is kept (a batch is a run of the list). */
 static void case_batches(void) {
@@ -296,8 +296,7 @@ static void case_batches(void) {
   enum { N = 90 };
   enq_batch_key_t keys[N];
   int sizes[N];
-  const enq_batch_key_t k0 = {.stream = (cudaStream_t)(uintptr_t)0x1000, .proto = KERN_PROTO_LL,
-                              .op = KERN_OP_SUM, .type = ncclFloat32};
+  const enq_batch_key_t k0 = {.proto = KERN_PROTO_LL, .op = KERN_OP_SUM, .type = ncclFloat32};
   for (int i = 0; i < N; i++) keys[i] = k0;
   /* N alike: ceil(N / max) launches, all full but the last. */
   const int maxes[] = {1, 2, 7, 40, 64, 90, 200};
@@ -309,13 +308,13 @@ static void case_batches(void) {
   }
   CHECK_EQ_INT(cut(keys, 64, KERN_COLL_BATCH_MAX, sizes), 1); /* a group of 64: one launch */
   CHECK_EQ_INT(cut(keys, 65, KERN_COLL_BATCH_MAX, sizes), 2);
-  /* One field that differs cuts: stream, protocol, operator, type, reduction vs copy, the tree's
-   * kernel vs the others'. */
-  for (int f = 0; f < 6; f++) {
+  /* One field that differs cuts: protocol, operator, type, reduction vs copy, the tree's kernel
+   * vs the others'. (Not the stream: it is not in the key, so ranks that use streams differently
+   * cut the same batches.) */
+  for (int f = 1; f < 6; f++) {
     for (int i = 0; i < 6; i++) keys[i] = k0;
     enq_batch_key_t* k = &keys[3];
     switch (f) {
-      case 0: k->stream = (cudaStream_t)(uintptr_t)0x2000; break;
       case 1: k->proto = KERN_PROTO_SIMPLE; break;
       case 2: k->op = KERN_OP_MAX; break;
       case 3: k->type = ncclFloat64; break;
@@ -410,44 +409,43 @@ static void case_spread_oneshot(void) {
   tune_destroy(t);
 }
 
-/* Ring works of a batch (enqueue_plan_spread_ring): each on channels of its own, from where the
- * one before ended, wrapping to 0 rather than running past the limit; works of every channel,
- * other algorithms and a limit of 0 (CHOIR_RING_SPREAD=0) stay at channel 0. */
+/* Ring plans of a group (enqueue_plan_spread_ring): each on channels of its own, from where the
+ * one before ended, wrapping to 0 rather than running past the limit; plans of every channel,
+ * other algorithms, the zeroed plans of non-collectives and a limit of 0 (CHOIR_RING_SPREAD=0)
+ * stay at channel 0. */
 static void case_spread_ring(void) {
-  static kern_coll_batch_t b;
-  const kern_coll_work_t ring = {.coll = KERN_COLL_ALLREDUCE, .op = KERN_OP_SUM,
-                                 .type = ncclFloat32, .count = 1024, .nchannels = 1,
-                                 .algo = NCCL_ALGO_RING, .proto = KERN_PROTO_LL,
-                                 .nthreads = 64, .divisor = 4};
-  /* 20 works of one channel over 16: channels 0..15, then 0..3 again. */
-  b.nworks = 20;
-  for (int i = 0; i < 20; i++) b.works[i] = ring;
-  enqueue_plan_spread_ring(16, &b);
+  enq_plan_t p[20];
+  const enq_plan_t ring = {.algo = NCCL_ALGO_RING, .proto = KERN_PROTO_LL, .nchannels = 1,
+                           .nthreads = 64, .chunk_bytes = 4096};
+  /* 20 plans of one channel over 16: channels 0..15, then 0..3 again. */
+  for (int i = 0; i < 20; i++) p[i] = ring;
+  enqueue_plan_spread_ring(16, p, 20);
   for (int i = 0; i < 20; i++)
-    CHECK_MSG(b.works[i].channel0 == i % 16, "work %d starts at channel %u, want %d", i,
-              (unsigned)b.works[i].channel0, i % 16);
-  /* Mixed: 3 channels at 0, a OneShot work (stays 0, takes no channel), 5 at 3, the whole ring
-   * (0), 4 at 8, 5 (12 + 5 > 16: wraps to 0), a tree work (0), 2 at 5. */
-  const int nch[8] = {3, 2, 5, 16, 4, 5, 1, 2};
-  const int algo[8] = {NCCL_ALGO_RING, KERN_ALGO_ONESHOT, NCCL_ALGO_RING, NCCL_ALGO_RING,
-                       NCCL_ALGO_RING, NCCL_ALGO_RING, NCCL_ALGO_TREE, NCCL_ALGO_RING};
-  const int want[8] = {0, 0, 3, 0, 8, 0, 0, 5};
-  b.nworks = 8;
-  for (int i = 0; i < 8; i++) {
-    b.works[i] = ring;
-    b.works[i].nchannels = nch[i];
-    b.works[i].algo = algo[i];
+    CHECK_MSG(p[i].channel0 == i % 16, "plan %d starts at channel %d, want %d", i, p[i].channel0,
+              i % 16);
+  /* Mixed: 3 channels at 0, a OneShot plan (stays 0, takes no channel), 5 at 3, the whole ring
+   * (0), 4 at 8, 5 (12 + 5 > 16: wraps to 0), a tree plan (0), a non-collective's zeroed plan
+   * (0), 2 at 5. */
+  const int nch[9] = {3, 2, 5, 16, 4, 5, 1, 0, 2};
+  const int algo[9] = {NCCL_ALGO_RING, KERN_ALGO_ONESHOT, NCCL_ALGO_RING, NCCL_ALGO_RING,
+                       NCCL_ALGO_RING, NCCL_ALGO_RING, NCCL_ALGO_TREE, 0, NCCL_ALGO_RING};
+  const int want[9] = {0, 0, 3, 0, 8, 0, 0, 0, 5};
+  for (int i = 0; i < 9; i++) {
+    p[i] = ring;
+    p[i].nchannels = nch[i];
+    p[i].algo = algo[i];
+    p[i].channel0 = 0;
   }
-  enqueue_plan_spread_ring(16, &b);
-  for (int i = 0; i < 8; i++) {
-    CHECK_MSG(b.works[i].channel0 == want[i], "mixed work %d starts at %u, want %d", i,
-              (unsigned)b.works[i].channel0, want[i]);
-    CHECK_TRUE(b.works[i].channel0 + b.works[i].nchannels <= 16);
+  memset(&p[7], 0, sizeof(p[7]));
+  enqueue_plan_spread_ring(16, p, 9);
+  for (int i = 0; i < 9; i++) {
+    CHECK_MSG(p[i].channel0 == want[i], "mixed plan %d starts at %d, want %d", i, p[i].channel0,
+              want[i]);
+    CHECK_TRUE(p[i].channel0 + p[i].nchannels <= 16);
   }
-  /* Spreading off: every work back at channel 0 (a batch is built fresh, but a stale value
-   * must not survive either). */
-  enqueue_plan_spread_ring(0, &b);
-  for (int i = 0; i < 8; i++) CHECK_EQ_INT(b.works[i].channel0, 0);
+  /* Spreading off: every plan back at channel 0. */
+  enqueue_plan_spread_ring(0, p, 9);
+  for (int i = 0; i < 9; i++) CHECK_EQ_INT(p[i].channel0, 0);
 }
 
 /* Runs of alike collectives planned together (enqueue_plan_runs): the run's choice for its bytes
@@ -466,8 +464,9 @@ static void case_runs(void) {
                            .chunk_bytes = 99};
   /* ops 0..3: AllReduce f32 sum of 1, 2, 4 and 3 MB on s1 (a run of 10 MB); 4: a send (skipped);
    * 5: an empty AllReduce (skipped); 6: AllReduce of 1 MB (joins: 11 MB, five members); 7: 8 MB
-   * (more than 4x the run's smallest: ends the run); 8, 9: on s2, then s1 (the stream ends that
-   * run of one); 10: max instead of sum; 11: a Broadcast. */
+   * (more than 4x the run's smallest: ends the run, and alone); 8, 9: 1 MB on s2, then s1 (a
+   * run of two: streams do not cut runs, since ranks may use them differently); 10: max instead
+   * of sum; 11: a Broadcast. */
   const size_t mb = (1u << 20) / 4;
   const size_t counts[N] = {mb, 2 * mb, 4 * mb, 3 * mb, mb, 0, mb, 8 * mb, mb, mb, mb, mb};
   for (int i = 0; i < N; i++) {
@@ -497,8 +496,13 @@ static void case_runs(void) {
               "thr, chunk %u", members[j], p->algo, p->proto, p->nchannels, p->nthreads,
               p->chunk_bytes, ref.proto, share, ref.nthreads, ref.chunk_bytes);
   }
+  tune_choice_t two;
+  memset(&two, 0, sizeof(two));
+  CHECK_EQ_INT(tune_choose_run(t, ncclFuncAllReduce, 2u << 20, 2, &two), ncclSuccess);
+  CHECK_TRUE(plans[8].algo == NCCL_ALGO_RING && plans[9].algo == NCCL_ALGO_RING &&
+             plans[8].proto == two.proto && plans[9].nthreads == two.nthreads);
   for (int i = 4; i < N; i++) {
-    if (i == 6) continue;
+    if (i == 6 || i == 8 || i == 9) continue;
     CHECK_MSG(plans[i].algo == 99 && plans[i].nchannels == 99, "op %d is in no run but its plan "
               "changed (algo %d, %d channels)", i, plans[i].algo, plans[i].nchannels);
   }
