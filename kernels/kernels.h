@@ -350,8 +350,8 @@ static inline KERN_HOST_DEVICE int kern_direct_runs(int algo, int coll) {
  * (sendbuff holds nranks blocks). Every rank's slot_bytes of a ring connection must be equal.
  * Semantics of op, scalar and divisor as for reduce-copy (avg: divisor = nranks).
  * The kernel splits the buffer into nchannels parts of whole 16-byte units; part k (channel
- * channel0 + k) moves in steps of at most min(chunk_bytes, kern_proto_step_capacity(proto, slot)) bytes
- * (chunk_bytes a multiple of 16), with proto's line format and synchronization.
+ * channel0 + k) moves in steps of at most min(chunk_bytes, kern_proto_step_capacity(proto,
+ * slot)) bytes (chunk_bytes a multiple of 16), with proto's line format and synchronization.
  */
 typedef struct kern_coll_work {
   kern_prof_rec_t* prof; /* NULL, or nchannels records (kern_prof_rec_t); first in every work */

@@ -221,11 +221,11 @@ void enqueue_plan_spread_ring(int limit, enq_plan_t* plans, int n);
 /* Consecutive alike collectives of a group planned together (CHOIR_GROUP_PLAN, NCCL's
  * aggregation): ops[0..n) with their plans (count 0 or not a collective: skipped, plan left),
  * runs of AllReduce, AllGather or ReduceScatter with one kernel operator and type (any
- * stream), each within 4x of the run's smallest size, at most max_run long. A run of two or more is chosen for
- * its bytes together (tune_choose_run); when the model picks the
- * ring or OneShot, every operation of the run takes that algorithm, protocol, thread count and
- * chunk, and the ring's channels are shared by bytes (each at least one). Otherwise the plans
- * stay. Same inputs on every rank, same plans. Errors: as enqueue_plan_make's. */
+ * stream), each within 4x of the run's smallest size, at most max_run long. A run of two or more
+ * is chosen for its bytes together (tune_choose_run); when the model picks the ring or OneShot,
+ * every operation of the run takes that algorithm, protocol, thread count and chunk, and the
+ * ring's channels are shared by bytes (each at least one). Otherwise the plans stay. Same inputs
+ * on every rank, same plans. Errors: as enqueue_plan_make's. */
 ncclResult_t enqueue_plan_runs(tune_t* t, const enq_op_t* ops, enq_plan_t* plans, int n,
                                int nranks, int max_run, int ring_nchannels);
 

@@ -3,8 +3,8 @@
  * launches on the user's streams. Ring collectives run in call order, consecutive ones that share
  * a kernel in one launch (up to KERN_COLL_BATCH_MAX, CHOIR_AGG_MAX), which runs them one after
  * the other, on the group's first collective's stream (the group's other streams joined before
- * and after, as NCCL does); sends and receives (and AlltoAll, Gather, Scatter, which are made of them)
- * launch in batches that progress together in one kernel.
+ * and after, as NCCL does); sends and receives (and AlltoAll, Gather, Scatter, which are made of
+ * them) launch in batches that progress together in one kernel.
  *
  * Each collective gets its plan (algorithm, protocol, channels, threads, chunk) in one place,
  * enqueue_plan_make, from the cost model of the connected ring (core/tune): the same inputs on

@@ -133,7 +133,8 @@ void* enq_prof_launch_start(enq_comm_t* dp, cudaStream_t stream) {
 
 /* Steps the CTA of part c of the work takes on its send (is_send) or receive end, counted as
  * the ring algorithms of kern_coll.cuh take them: every primitive call is one step of each end
- * it uses, a call without elements included. d: the ring distance from the root (Broadcast, Reduce). */
+ * it uses, a call without elements included. d: the ring distance from the root (Broadcast,
+ * Reduce). */
 static uint64_t enq_ring_steps(const kern_coll_work_t* w, int n, int d, uint32_t step_bytes,
                                uint32_t c, int is_send) {
   const uint64_t es = kern_type_size((ncclDataType_t)w->type);

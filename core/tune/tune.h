@@ -141,8 +141,9 @@ ncclResult_t tune_choose(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int num_pi
 /* The same for a run of nops alike operations of one group that launch together (the plan's
  * runs, NCCL's aggregation), nbytes being their bytes together and numPipeOps nops for the
  * tuner. The model costs what each algorithm does with such a run: OneShot streams it as one
- * operation (each work after the first adding a few tens of nanoseconds); the ring gives each operation channels of its own, side by side, so a channel runs
- * ceil(nops / channels) of them in turn; TwoShot and the tree run them one after the other. */
+ * operation (each work after the first adding a few tens of nanoseconds); the ring gives each
+ * operation channels of its own, side by side, so a channel runs ceil(nops / channels) of them
+ * in turn; TwoShot and the tree run them one after the other. */
 ncclResult_t tune_choose_run(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int nops,
                              tune_choice_t* out);
 
