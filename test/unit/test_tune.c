@@ -1057,7 +1057,8 @@ static void case_memo(void) {
       const int run = (int)((x >> 6) % 2u);
       tune_choice_t c, ref;
       for (int rep = 0; rep <= (int)((x >> 4) % 2u); rep++) /* asked once or twice in a row */
-        CHECK_EQ_INT(run ? tune_choose_run(t, coll, n, pipe, &c) : tune_choose(t, coll, n, pipe, &c),
+        CHECK_EQ_INT(run ? tune_choose_run(t, coll, n, pipe, &c)
+                         : tune_choose(t, coll, n, pipe, &c),
                      ncclSuccess);
       tune_t* fresh = fixture_tune(&fx[f]);
       if (fresh == NULL) break;
