@@ -816,9 +816,12 @@ static void cc_matrix(struct cc_ctx* ctx) {
 /* ---- Semantic cases ---- */
 
 /* Run several cases (distinct slots) as one group: every rank issues all of them inside one
- * ncclGroupStart/End, optionally nested one level per case. Returns 1 on failure. */
-static int cc_run_grouped(struct cc_ctx* ctx, struct cc_case* cs, int n, int nested,
-                          const char* tag) {
+ * ncclGroupStart/End, optionally nested one level per case. split: odd ranks issue every other
+ * case on a second stream (checked there), even ranks all on their first: ranks may use streams
+ * differently (NCCL joins a group's streams around its kernels), and must still meet. Returns 1
+ * on failure. */
+static int cc_run_grouped_on(struct cc_ctx* ctx, struct cc_case* cs, int n, int nested,
+                             int split, const char* tag) {
   struct perf_gen g[CC_NSLOTS];
   int bad = 0;
   for (int k = 0; k < n; k++) {
@@ -828,6 +831,12 @@ static int cc_run_grouped(struct cc_ctx* ctx, struct cc_case* cs, int n, int nes
       cc_out_reset(ctx, &ctx->r[i], 4 * k, 4, NULL);
     }
   }
+  for (int i = 0; i < ctx->nlocal && split; i++) {
+    struct cc_rank* r = &ctx->r[i];
+    if (r->stream2 != NULL) continue;
+    CC_CUDA(ctx, cudaSetDevice(r->dev));
+    CC_CUDA(ctx, cudaStreamCreateWithFlags(&r->stream2, cudaStreamNonBlocking));
+  }
   cc_wait(ctx, tag);
   cc_barrier(ctx);
   CC_NCCL(ctx, NULL, ncclGroupStart());
@@ -836,17 +845,33 @@ static int cc_run_grouped(struct cc_ctx* ctx, struct cc_case* cs, int n, int nes
     for (int i = 0; i < ctx->nlocal; i++) {
       struct cc_rank* r = &ctx->r[i];
       CC_CUDA(ctx, cudaSetDevice(r->dev));
-      CC_NCCL(ctx, r->comm, cc_issue_rank(ctx, r, &cs[k], r->comm, r->stream));
+      const cudaStream_t st = split && r->rank % 2 == 1 && k % 2 == 1 ? r->stream2 : r->stream;
+      CC_NCCL(ctx, r->comm, cc_issue_rank(ctx, r, &cs[k], r->comm, st));
     }
     if (nested) CC_NCCL(ctx, NULL, ncclGroupEnd());
   }
   CC_NCCL(ctx, NULL, ncclGroupEnd());
   for (int k = 0; k < n; k++)
-    for (int i = 0; i < ctx->nlocal; i++)
-      cc_check_queue(ctx, &ctx->r[i], &cs[k], &g[k], &ctx->r[i].out[4 * k], NULL);
+    for (int i = 0; i < ctx->nlocal; i++) {
+      struct cc_rank* r = &ctx->r[i];
+      const cudaStream_t st = split && r->rank % 2 == 1 && k % 2 == 1 ? r->stream2 : NULL;
+      cc_check_queue(ctx, r, &cs[k], &g[k], &r->out[4 * k], st);
+    }
   cc_wait(ctx, tag);
   for (int k = 0; k < n; k++) bad += cc_check_report(ctx, &cs[k], &g[k], 4 * k, tag);
+  if (split)
+    for (int i = 0; i < ctx->nlocal; i++) {
+      struct cc_rank* r = &ctx->r[i];
+      CC_CUDA(ctx, cudaSetDevice(r->dev));
+      CC_CUDA(ctx, cudaStreamDestroy(r->stream2));
+      r->stream2 = NULL;
+    }
   return cc_sum_world(ctx, bad) > 0;
+}
+
+static int cc_run_grouped(struct cc_ctx* ctx, struct cc_case* cs, int n, int nested,
+                          const char* tag) {
+  return cc_run_grouped_on(ctx, cs, n, nested, 0, tag);
 }
 
 static struct cc_case cc_mk(int op, int type, int red, size_t count, int inplace, int root,
@@ -946,6 +971,21 @@ static void cc_case_groups(struct cc_ctx* ctx) {
       }
       cc_count(ctx, CC_CASE_GROUPS, -1, cc_run_grouped(ctx, m, CC_NSLOTS, 0, tags[j]));
     }
+  }
+  /* 64 small all-reduces and a few others in one group, odd ranks putting every other one on a
+   * second stream, even ranks all on one: the launches (which Choir batches by kernel, OneShot
+   * streams and ring works placed side by side) must not depend on the streams. */
+  {
+    struct cc_case m[CC_NSLOTS];
+    for (int k = 0; k < CC_NSLOTS; k++) {
+      const int op = k % 16 == 5 ? CC_ALLGATHER : k % 16 == 11 ? CC_BROADCAST : CC_ALLREDUCE;
+      const size_t count = op == CC_ALLREDUCE ? 1 + (size_t)(k * 53) % 3000 : 513;
+      m[k] = cc_mk(op, REF_FLOAT32, REF_SUM, count, k % 4 == 2, op == CC_BROADCAST ? nr - 1 : 0,
+                   s + 400 + (uint32_t)k, k);
+    }
+    cc_count(ctx, CC_CASE_GROUPS, -1,
+             cc_run_grouped_on(ctx, m, CC_NSLOTS, 0, 1,
+                               "(64 operations in one group, ranks using streams differently)"));
   }
   /* Nested groups: the operations run at the outermost ncclGroupEnd. */
   struct cc_case c[3] = {

@@ -92,7 +92,7 @@ def test_cases(exe):
     rc, out, err = run(exe, ["-g", "3", "--case", "all", "--replays", "4", "--ops",
                              "allreduce,bcast,sendrecv,scatter"])
     check(rc == 0, "semantic cases: exit status %d" % rc, out + err)
-    for name, n in (("groups", 11), ("graph", 4), ("nonblocking", 4), ("streams", 6),
+    for name, n in (("groups", 12), ("graph", 4), ("nonblocking", 4), ("streams", 6),
                     ("multicomm", 8), ("zero", 18)):
         check(re.search(r"case %-11s +%d cases, 0 failed" % (name, n), out) is not None,
               "case %s: %d cases" % (name, n), out)
@@ -254,7 +254,7 @@ def test_ranks_per_gpu(exe):
                             "multicomm,zero"
                         rc, out, err = run(exe, args + ["--case", cases, "--replays", "2", "--ops",
                                                         "allreduce,sendrecv,scatter"], env)
-                        for name, n in (("groups", 11), ("graph", 2), ("nonblocking", 4),
+                        for name, n in (("groups", 12), ("graph", 2), ("nonblocking", 4),
                                         ("streams", 6), ("multicomm", 8), ("zero", 18)):
                             check(re.search(r"case %-11s +%d cases, 0 failed" % (name, n), out)
                                   is not None, "%s: case %s" % (what, name), out + err)
