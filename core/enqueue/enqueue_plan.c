@@ -385,10 +385,8 @@ ncclResult_t enqueue_plan_runs(tune_t* t, const enq_op_t* ops, enq_plan_t* plans
           if (p->nchannels < 1) p->nchannels = 1;
         }
       }
-      static const char* const kinds[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
-                                          "AllReduce"};
       INFO(NCCL_TUNING, "plan: a run of %d %s (%llu bytes together) takes %s/%s, %d channels "
-           "shared by bytes, %d threads", k, kinds[a->kind],
+           "shared by bytes, %d threads", k, prof_func_name(enq_func(a)),
            (unsigned long long)total, ring ? "Ring" : "OneShot", kern_proto_name(ch.proto),
            ch.nchannels, ch.nthreads);
     }
