@@ -65,7 +65,9 @@ def main():
     passed, failed = [], []
 
     def say(text):
-        print("reghook-check: rank %d: %s" % (rank, text), flush=True)
+        # One write per line (ranks share the log; see torch_check.py's say).
+        sys.stdout.write("reghook-check: rank %d: %s\n" % (rank, text))
+        sys.stdout.flush()
 
     def record(name, got, want, tol=None):
         got, want = got.detach().cpu(), want.detach().cpu()

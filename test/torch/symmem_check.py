@@ -27,7 +27,9 @@ N = 4096  # elements per buffer: a multiple of 16 (the vector width of symm_mem'
 
 
 def say(rank, text):
-    print("symmem-check: rank %s: %s" % (rank, text), flush=True)
+    # One write per line (ranks share the log; see torch_check.py's say).
+    sys.stdout.write("symmem-check: rank %s: %s\n" % (rank, text))
+    sys.stdout.flush()
 
 
 def probe():

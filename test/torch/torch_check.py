@@ -45,7 +45,10 @@ class Checks:
         self.failed = 0
 
     def say(self, text):
-        print("torch-check: rank %d: %s" % (self.rank, text), flush=True)
+        # One write per line: ranks share the log, and print() writes the text and its newline
+        # apart when stdout is unbuffered, so two ranks' lines could run together.
+        sys.stdout.write("torch-check: rank %d: %s\n" % (self.rank, text))
+        sys.stdout.flush()
 
     def record(self, name, problems):
         if problems:
