@@ -7,13 +7,14 @@
  * moves it in steps of at most the connections' LL step capacity. Per step:
  *   1. room: thread q (a peer) waits until the send end to q has a free slot (head), as an LL
  *      sender does; then the CTA meets at a barrier.
- *   2. each thread takes lines l = tid, tid + nthreads, ...: loads 8 bytes of its input, applies
- *      the pre-op (avg, premulsum: once, by the rank that owns the data), writes the line
- *      {data, flag, data, flag} into the step's slot of every peer's receive buffer, then reduces
- *      line l of every rank in rank order 0..n-1 (its own value at its rank, the others polled
- *      from its receive buffers until both flags are the step's), applies the post-op and
- *      stores the result. Every rank folds the same values in the same order: the results are
- *      equal on every rank, bit for bit.
+ *   2. each thread takes lines l = tid, tid + nthreads, ...: for each it loads 8 bytes of its
+ *      input, applies the pre-op (avg, premulsum: once, by the rank that owns the data) and
+ *      writes the line {data, flag, data, flag} into the step's slot of every peer's receive
+ *      buffer; then, for each line again, it reduces line l of every rank in rank order 0..n-1
+ *      (its own value at its rank, the others polled from its receive buffers until both flags
+ *      are the step's, every peer's load issued before any is waited for), applies the post-op
+ *      and stores the result. Every rank folds the same values in the same order: the results
+ *      are equal on every rank, bit for bit.
  *   3. a barrier (every line read), then thread q publishes head on the receive end from q.
  * TwoShot (KERN_ALGO_TWOSHOT) cuts a CTA's part into n slices, slice q reduced by rank q, and
  * moves every slice in rounds of at most a step's capacity, two steps per round:
@@ -116,28 +117,73 @@ __device__ __forceinline__ void direct_room(kern_comm_t* comm, direct_state& sh,
   __syncthreads();
 }
 
-/* Line l of step `ahead` (0: the end's next step, 1: the one after) from peer q: polls until both
- * flags are the step's; false when the communicator was aborted meanwhile. */
-__device__ __forceinline__ bool direct_poll(const kern_comm_t* comm, direct_state& sh, int q,
-                                            int ahead, uint64_t l, uint2* v) {
-  const direct_peer& p = sh.peers[q];
-  const uint64_t step = p.rstep + (uint64_t)ahead;
-  const uint32_t f = kern_ll_flag(step);
-  const char* at = p.rbuf + kern_ll_line_at(step, p.rslot, l);
-  uint4 line = ld_volatile_v4(at);
-  int spins = 0;
-  while (line.y != f || line.w != f) {
-    line = ld_volatile_v4(at);
-    if (++spins == KERN_ABORT_CHECK_SPINS) {
-      spins = 0;
-      if (*comm->abort_flag) {
-        sh.aborted = true;
-        return false;
+/* Line l of step `ahead` (0: the end's next step, 1: the one after) from every peer q whose bit
+ * is set in `mask` (never this rank's), handed to use(q, data) in rank order: every peer's load
+ * is issued before any flag is looked at, so the peers' lines cost one memory round trip
+ * together instead of one each; a line whose flags are not yet the step's is re-loaded until
+ * they are. False when the communicator was aborted meanwhile (use is then not called for the
+ * rest). */
+#define DIRECT_LOADS_AHEAD 4 /* peers whose lines are loaded before any is waited for */
+template <class Use>
+__device__ __forceinline__ bool direct_take_peers(const kern_comm_t* comm, direct_state& sh,
+                                                  uint32_t mask, int ahead, uint64_t l,
+                                                  Use use) {
+  /* Where peer q's line is and the flag it must carry: from shared memory, recomputed rather
+   * than kept in registers, which the loads in flight need. */
+  auto at = [&](int q) {
+    const direct_peer& p = sh.peers[q];
+    return p.rbuf + kern_ll_line_at(p.rstep + (uint64_t)ahead, p.rslot, l);
+  };
+  constexpr int D = DIRECT_LOADS_AHEAD;
+  uint4 line[D];
+#pragma unroll
+  for (int q = 0; q < D; q++)
+    if ((mask >> q) & 1u) line[q] = ld_volatile_v4(at(q));
+#pragma unroll
+  for (int q = 0; q < KERN_DIRECT_MAX_RANKS; q++) {
+    if (!((mask >> q) & 1u)) continue;
+    uint4 cur = q < D ? line[q % D] : ld_volatile_v4(at(q));
+    const uint32_t f = kern_ll_flag(sh.peers[q].rstep + (uint64_t)ahead);
+    int spins = 0;
+    while (cur.y != f || cur.w != f) {
+      cur = ld_volatile_v4(at(q));
+      if (++spins == KERN_ABORT_CHECK_SPINS) {
+        spins = 0;
+        if (*comm->abort_flag) {
+          sh.aborted = true;
+          return false;
+        }
       }
     }
+    use(q, make_uint2(cur.x, cur.z));
   }
-  *v = make_uint2(line.x, line.z);
   return true;
+}
+
+/* acc = the fold of line l of every rank in rank order (this rank's value `mine` at its own
+ * place), the peers' taken as direct_take_peers does. False when aborted. */
+template <class R>
+__device__ __forceinline__ bool direct_fold_peers(const R& r, const kern_comm_t* comm,
+                                                  direct_state& sh, uint32_t peers, int ahead,
+                                                  uint64_t l, uint2 mine, uint2* acc) {
+  const int me = comm->rank;
+  uint2 a = mine;
+  bool mine_in = me == 0; /* rank 0's value starts the fold */
+  const bool ok = direct_take_peers(comm, sh, peers, ahead, l, [&](int q, uint2 x) {
+    if (!mine_in && q > me) {
+      a = r.reduce(a, mine);
+      mine_in = true;
+    }
+    a = q == 0 ? x : r.reduce(a, x);
+  });
+  if (ok && !mine_in) a = r.reduce(a, mine); /* this rank is the last */
+  *acc = a;
+  return ok;
+}
+
+/* The peers of this rank: bit q for every rank q but this one. */
+__device__ __forceinline__ uint32_t direct_peer_mask(const kern_comm_t* comm) {
+  return ((1u << comm->nranks) - 1u) & ~(1u << comm->rank);
 }
 
 /* Line l of step `ahead` to peer q. */
@@ -251,38 +297,52 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
   direct_open(comm, ws[0], sh); /* ends with a barrier: run's entries are visible */
   const uint64_t total = run.lend[nw - 1];
   const uint32_t cap_lines = sh.step_cap / 8;
+  const uint32_t peers = direct_peer_mask(comm);
   uint32_t k = 0; /* a thread's lines only grow: its work index too */
+  /* Stream line gl: its work (k, moved forward only: the first work ending past gl, by
+   * halves), its byte offset in that work's part and its valid bytes. */
+  auto locate = [&](uint64_t gl, uint64_t* o, uint32_t* valid) {
+    if (run.lend[k] <= gl) {
+      uint32_t lo = k + 1, hi = nw - 1;
+      while (lo < hi) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (run.lend[mid] <= gl) lo = mid + 1;
+        else hi = mid;
+      }
+      k = lo;
+    }
+    *o = (gl - (k > 0 ? run.lend[k - 1] : 0)) * 8;
+    const uint64_t nbytes = run.nbytes[k];
+    *valid = nbytes - *o < 8 ? (uint32_t)(nbytes - *o) : 8u;
+  };
   for (uint64_t base = 0; base < total && !sh.aborted; base += cap_lines) {
     const uint32_t nlines = total - base < cap_lines ? (uint32_t)(total - base) : cap_lines;
     direct_room(comm, sh, 1);
     if (sh.aborted) break;
-    /* Write this rank's lines to every peer, then fold every rank's in rank order. */
+    /* First every line of this thread to every peer, then the folds: a thread with several
+     * lines waits once for the peers' lines of all of them, not once per line. The fold
+     * loads its input again (the first pass brought it into the caches). */
+    const uint32_t k0 = k;
     for (uint32_t l = tid; l < nlines; l += nthreads) {
-      const uint64_t gl = base + l;
-      if (run.lend[k] <= gl) { /* the first work ending past gl: k + 1..nw-1, by halves */
-        uint32_t lo = k + 1, hi = nw - 1;
-        while (lo < hi) {
-          const uint32_t mid = (lo + hi) / 2;
-          if (run.lend[mid] <= gl) lo = mid + 1;
-          else hi = mid;
-        }
-        k = lo;
-      }
-      const uint64_t o = (gl - (k > 0 ? run.lend[k - 1] : 0)) * 8, nbytes = run.nbytes[k];
-      const uint32_t valid = nbytes - o < 8 ? (uint32_t)(nbytes - o) : 8u;
+      uint64_t o;
+      uint32_t valid;
+      locate(base + l, &o, &valid);
       const uint2 raw =
           nw == 1 && base == 0 && l == tid ? first : user_load<uint2>(run.in[k] + o, valid);
       const uint2 mine = r.pre(raw, true);
       for (int q = 0; q < n; q++)
         if (q != me) direct_put(sh, q, 0, l, mine);
-      uint2 acc = mine;
-      bool ok = true;
-      for (int q = 0; q < n && ok; q++) {
-        uint2 x = mine;
-        if (q != me) ok = direct_poll(comm, sh, q, 0, l, &x);
-        acc = q == 0 ? x : r.reduce(acc, x);
-      }
-      if (!ok) break;
+    }
+    k = k0;
+    for (uint32_t l = tid; l < nlines; l += nthreads) {
+      uint64_t o;
+      uint32_t valid;
+      locate(base + l, &o, &valid);
+      const uint2 raw =
+          nw == 1 && base == 0 && l == tid ? first : user_load<uint2>(run.in[k] + o, valid);
+      const uint2 mine = r.pre(raw, true);
+      uint2 acc;
+      if (!direct_fold_peers(r, comm, sh, peers, 0, l, mine, &acc)) break;
       user_store(run.out[k] + o, r.post(acc), valid);
     }
     direct_advance(comm, sh, 1);
@@ -298,6 +358,7 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
   const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
   __shared__ direct_state sh;
   direct_open(comm, w, sh);
+  const uint32_t peers = direct_peer_mask(comm);
   uint64_t off, cnt;
   const uint64_t unit = KERN_RC_VEC_BYTES / sizeof(B);
   kern_split_part(w.count, unit, w.nchannels, blockIdx.x, &off, &cnt);
@@ -322,7 +383,17 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
   uint64_t first, most;
   slice(0, &first, &most); /* slice 0 is the longest */
   const uint32_t cap = sh.step_cap;
+  /* Every slice's bytes in the round, for the last pass (thread q writes slice q's before
+   * direct_room's barrier; the previous round's readers are past direct_advance's). */
+  __shared__ struct {
+    uint64_t start[KERN_DIRECT_MAX_RANKS], end[KERN_DIRECT_MAX_RANKS];
+    uint32_t nlines[KERN_DIRECT_MAX_RANKS]; /* slice 0's is the most */
+  } rnd;
   for (uint64_t base = 0; base < most && !sh.aborted; base += cap) {
+    if (tid < KERN_DIRECT_MAX_RANKS) {
+      rnd.nlines[tid] = 0;
+      if ((int)tid < n) round_of((int)tid, base, &rnd.start[tid], &rnd.end[tid], &rnd.nlines[tid]);
+    }
     direct_room(comm, sh, 2);
     if (sh.aborted) break;
     /* Step 1: slice q of this rank's input to rank q. */
@@ -347,12 +418,8 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
         const uint64_t o = start + (uint64_t)l * 8;
         const uint32_t valid = end - o < 8 ? (uint32_t)(end - o) : 8u;
         const uint2 mine = r.pre(user_load<uint2>(in + o, valid), true);
-        uint2 acc = mine;
-        for (int q = 0; q < n && ok; q++) {
-          uint2 x = mine;
-          if (q != me) ok = direct_poll(comm, sh, q, 0, l, &x);
-          acc = q == 0 ? x : r.reduce(acc, x);
-        }
+        uint2 acc;
+        ok = direct_fold_peers(r, comm, sh, peers, 0, l, mine, &acc);
         if (!ok) break;
         acc = r.post(acc);
         user_store(out + o, acc, valid);
@@ -360,18 +427,19 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
           if (q != me) direct_put(sh, q, 1, l, acc);
       }
     }
-    /* ... and take every other rank's reduced slice. */
-    for (int q = 0; q < n && ok; q++) {
-      if (q == me) continue;
-      uint64_t start, end;
-      uint32_t nlines;
-      round_of(q, base, &start, &end, &nlines);
-      for (uint32_t l = tid; l < nlines && ok; l += nthreads) {
-        const uint64_t o = start + (uint64_t)l * 8;
-        const uint32_t valid = end - o < 8 ? (uint32_t)(end - o) : 8u;
-        uint2 v;
-        ok = direct_poll(comm, sh, q, 1, l, &v);
-        if (ok) user_store(out + o, v, valid);
+    /* ... and take every other rank's reduced slice: line l of every slice that has one, the
+     * peers polled together. */
+    if (ok) {
+      for (uint32_t l = tid; l < rnd.nlines[0]; l += nthreads) {
+        uint32_t mask = 0;
+#pragma unroll
+        for (int q = 0; q < KERN_DIRECT_MAX_RANKS; q++)
+          mask |= (q != me && l < rnd.nlines[q] ? 1u : 0u) << q;
+        if (!direct_take_peers(comm, sh, mask, 1, l, [&](int q, uint2 v) {
+              const uint64_t o = rnd.start[q] + (uint64_t)l * 8;
+              user_store(out + o, v, rnd.end[q] - o < 8 ? (uint32_t)(rnd.end[q] - o) : 8u);
+            }))
+          break;
       }
     }
     direct_advance(comm, sh, 2);
@@ -389,6 +457,7 @@ __device__ __forceinline__ void direct_allgather(const kern_coll_work_t& w) {
   const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
   __shared__ direct_state sh;
   direct_open(comm, w, sh);
+  const uint32_t peers = direct_peer_mask(comm);
   uint64_t off, cnt;
   kern_split_part(w.count, KERN_RC_VEC_BYTES, w.nchannels, blockIdx.x, &off, &cnt);
   const char* in = (const char*)w.sendbuff + off;
@@ -399,20 +468,22 @@ __device__ __forceinline__ void direct_allgather(const kern_coll_work_t& w) {
     const uint32_t nlines = (uint32_t)(((cnt - base < cap ? cnt - base : cap) + 7) / 8);
     direct_room(comm, sh, 1);
     if (sh.aborted) break;
-    bool ok = true;
-    for (uint32_t l = tid; l < nlines && ok; l += nthreads) {
+    /* Every line of this thread to every peer first, then the peers' (as direct_allreduce). */
+    for (uint32_t l = tid; l < nlines; l += nthreads) {
       const uint64_t o = base + (uint64_t)l * 8;
       const uint32_t valid = cnt - o < 8 ? (uint32_t)(cnt - o) : 8u;
       const uint2 mine = user_load<uint2>(in + o, valid);
       for (int q = 0; q < n; q++)
         if (q != me) direct_put(sh, q, 0, l, mine);
       user_store(out + (uint64_t)me * block + o, mine, valid);
-      for (int q = 0; q < n && ok; q++) {
-        if (q == me) continue;
-        uint2 v;
-        ok = direct_poll(comm, sh, q, 0, l, &v);
-        if (ok) user_store(out + (uint64_t)q * block + o, v, valid);
-      }
+    }
+    for (uint32_t l = tid; l < nlines; l += nthreads) {
+      const uint64_t o = base + (uint64_t)l * 8;
+      const uint32_t valid = cnt - o < 8 ? (uint32_t)(cnt - o) : 8u;
+      if (!direct_take_peers(comm, sh, peers, 0, l, [&](int q, uint2 v) {
+            user_store(out + (uint64_t)q * block + o, v, valid);
+          }))
+        break;
     }
     direct_advance(comm, sh, 1);
   }
@@ -431,6 +502,7 @@ __device__ __forceinline__ void direct_reducescatter(const R& r, const kern_coll
   const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
   __shared__ direct_state sh;
   direct_open(comm, w, sh);
+  const uint32_t peers = direct_peer_mask(comm);
   uint64_t off, cnt;
   kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off, &cnt);
   const uint64_t nbytes = cnt * sizeof(B), block = w.count * sizeof(B);
@@ -441,21 +513,22 @@ __device__ __forceinline__ void direct_reducescatter(const R& r, const kern_coll
     const uint32_t nlines = (uint32_t)(((nbytes - base < cap ? nbytes - base : cap) + 7) / 8);
     direct_room(comm, sh, 1);
     if (sh.aborted) break;
-    bool ok = true;
-    for (uint32_t l = tid; l < nlines && ok; l += nthreads) {
+    /* Block q's lines of this thread to rank q first, then the folds (as direct_allreduce). */
+    for (uint32_t l = tid; l < nlines; l += nthreads) {
       const uint64_t o = base + (uint64_t)l * 8;
       const uint32_t valid = nbytes - o < 8 ? (uint32_t)(nbytes - o) : 8u;
       for (int q = 0; q < n; q++)
         if (q != me)
-          direct_put(sh, q, 0, l, r.pre(user_load<uint2>(in + (uint64_t)q * block + o, valid), true));
+          direct_put(sh, q, 0, l,
+                     r.pre(user_load<uint2>(in + (uint64_t)q * block + o, valid), true));
+    }
+    for (uint32_t l = tid; l < nlines; l += nthreads) {
+      const uint64_t o = base + (uint64_t)l * 8;
+      const uint32_t valid = nbytes - o < 8 ? (uint32_t)(nbytes - o) : 8u;
       const uint2 mine = r.pre(user_load<uint2>(in + (uint64_t)me * block + o, valid), true);
-      uint2 acc = mine;
-      for (int q = 0; q < n && ok; q++) {
-        uint2 x = mine;
-        if (q != me) ok = direct_poll(comm, sh, q, 0, l, &x);
-        acc = q == 0 ? x : r.reduce(acc, x);
-      }
-      if (ok) user_store(out + o, r.post(acc), valid);
+      uint2 acc;
+      if (!direct_fold_peers(r, comm, sh, peers, 0, l, mine, &acc)) break;
+      user_store(out + o, r.post(acc), valid);
     }
     direct_advance(comm, sh, 1);
   }
