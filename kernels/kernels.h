@@ -146,7 +146,7 @@ const char* kern_last_error(void);
 #define KERN_ALGO_ONESHOT 7
 #define KERN_ALGO_TWOSHOT 8 /* the same connections, kern_direct.cuh */
 #define KERN_DIRECT_MAX_RANKS 8
-#define KERN_DIRECT_MAX_CTAS 8
+#define KERN_DIRECT_MAX_CTAS 16 /* the tables' stride; CHOIR_DIRECT_CTAS of them are made */
 /* The ring collectives split a buffer over channels, and each channel's part into steps, in
  * whole 16-byte units (so that vectors stay aligned); the host counts their steps the same way
  * (the profiler's ProxyOp events). */

@@ -134,8 +134,13 @@ PARAM_STR(PROTO, "NCCL_PROTO", NULL,
           "collective (allreduce:LL,Simple;allgather:^LL128)")
 PARAM_INT(ONESHOT, "CHOIR_ONESHOT", 1,
           "1: where every pair of ranks is p2p (one node, at most 8 ranks), make the OneShot "
-          "AllReduce's direct connections (8 per peer and direction, each an LL buffer of "
-          "NCCL_LL_BUFFSIZE bytes) with the ring, so the plan may choose OneShot; 0: never")
+          "AllReduce's direct connections (CHOIR_DIRECT_CTAS per peer and direction, each an LL "
+          "buffer of NCCL_LL_BUFFSIZE bytes) with the ring, so the plan may choose OneShot; 0: "
+          "never")
+PARAM_INT(DIRECT_CTAS, "CHOIR_DIRECT_CTAS", 8,
+          "CTAs the OneShot and TwoShot algorithms may use at most, 1..16 (larger values are "
+          "taken as 16; the same on every rank): a direct connection per CTA, peer and direction is "
+          "made with the ring")
 PARAM_INT(AGG_MAX, "CHOIR_AGG_MAX", 64,
           "most collectives of one group that run in one kernel launch, 1..64 (1: one launch per "
           "collective; larger values are taken as 64); consecutive collectives of a group with "

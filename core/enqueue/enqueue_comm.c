@@ -263,7 +263,11 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
    * The condition is equal on every rank (slow_all was all-gathered). */
   const int direct = n > 1 && n <= KERN_DIRECT_MAX_RANKS && slow_all == KERN_TRANSPORT_P2P &&
                      param_int(PARAM_ONESHOT) != 0 && tp.slot_bytes[KERN_PROTO_LL] != 0;
-  const int ndirect = direct ? 2 * (n - 1) * KERN_DIRECT_MAX_CTAS : 0;
+  /* CTAs with direct connections (CHOIR_DIRECT_CTAS): the device table keeps the stride
+   * KERN_DIRECT_MAX_CTAS, the rest of each peer's row stays unconnected and unused. */
+  int64_t dctas = param_int(PARAM_DIRECT_CTAS);
+  dctas = dctas < 1 ? 1 : dctas > KERN_DIRECT_MAX_CTAS ? KERN_DIRECT_MAX_CTAS : dctas;
+  const int ndirect = direct ? 2 * (n - 1) * (int)dctas : 0;
   kern_conn_t* dconns = NULL;
   if (direct) {
     const size_t bytes = sizeof(kern_conn_t) * 2 * (size_t)n * KERN_DIRECT_MAX_CTAS;
@@ -305,7 +309,7 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   int k = 2 * nch;
   for (int q = 0; q < n && direct; q++) {
     if (q == dp->rank) continue;
-    for (int g = 0; g < KERN_DIRECT_MAX_CTAS; g++)
+    for (int g = 0; g < (int)dctas; g++)
       for (int dir = 0; dir < 2; dir++, k++) {
         const size_t at = (size_t)(dir == 0 ? 0 : n) * KERN_DIRECT_MAX_CTAS +
                           (size_t)q * KERN_DIRECT_MAX_CTAS + (size_t)g;
@@ -336,11 +340,11 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   free(dconns);
   CHECK(res);
   if (direct) {
-    dp->direct_ctas = KERN_DIRECT_MAX_CTAS;
+    dp->direct_ctas = (int)dctas;
     dp->host_kc.direct_send = dp->dev_direct;
     dp->host_kc.direct_recv = dp->dev_direct + (size_t)n * KERN_DIRECT_MAX_CTAS;
     tp.algo_mask |= TUNE_ALGO_DIRECT_MASK;
-    tp.direct_ctas = KERN_DIRECT_MAX_CTAS;
+    tp.direct_ctas = (int)dctas;
     tp.direct_slot_bytes = dslot;
   }
   if (tree_nch > 0) {
