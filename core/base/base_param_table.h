@@ -137,7 +137,7 @@ PARAM_INT(ONESHOT, "CHOIR_ONESHOT", 1,
           "AllReduce's direct connections (CHOIR_DIRECT_CTAS per peer and direction, each an LL "
           "buffer of NCCL_LL_BUFFSIZE bytes) with the ring, so the plan may choose OneShot; 0: "
           "never")
-PARAM_INT(DIRECT_CTAS, "CHOIR_DIRECT_CTAS", 8,
+PARAM_INT(DIRECT_CTAS, "CHOIR_DIRECT_CTAS", 16,
           "CTAs the OneShot and TwoShot algorithms may use at most, 1..16 (larger values are "
           "taken as 16; the same on every rank): a direct connection per CTA, peer and direction is "
           "made with the ring")
