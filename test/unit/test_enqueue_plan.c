@@ -566,6 +566,29 @@ static void case_runs(void) {
     }
     tune_destroy(tq);
   }
+  /* The same with 2 ranks (33 channels and CTAs a rank), measured the same way with 8 direct
+   * CTAs: OneShot streamed 8.3, 9.4, 16.7 and 83.1 us at 8 B, 512 B, 4 KB and 32 KB each, the
+   * ring side by side 16.4, 19.2, 19.3 and 23.7. With CHOIR_DIRECT_CTAS' default of 16 the
+   * model picks those winners (with 8 it took the ring at 4 KB). */
+  tune_topo_t t2 = topo_make(2, 1, TUNE_LINK_SAME_GPU, 33, 2);
+  t2.cta_cap = 33;
+  t2.algo_mask |= TUNE_ALGO_DIRECT_MASK;
+  t2.direct_ctas = 16;
+  t2.direct_slot_bytes = 64u << 10;
+  tq = NULL;
+  CHECK_EQ_INT(tune_create(&t2, 0xc0ffee, 0, &tq), ncclSuccess);
+  if (tq != NULL) {
+    const uint64_t each[4] = {8, 512, 4096, 32768};
+    const int want[4] = {TUNE_ALGO_ONESHOT, TUNE_ALGO_ONESHOT, TUNE_ALGO_ONESHOT, NCCL_ALGO_RING};
+    for (int i = 0; i < 4; i++) {
+      tune_choice_t c;
+      memset(&c, 0, sizeof(c));
+      CHECK_EQ_INT(tune_choose_run(tq, ncclFuncAllReduce, each[i] * M, M, &c), ncclSuccess);
+      CHECK_MSG(c.algo == want[i], "2 ranks, 64 x %llu B: the run takes algo %d, want %d",
+                (unsigned long long)each[i], c.algo, want[i]);
+    }
+    tune_destroy(tq);
+  }
   tune_destroy(t);
 }
 
