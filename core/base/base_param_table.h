@@ -139,8 +139,8 @@ PARAM_INT(ONESHOT, "CHOIR_ONESHOT", 1,
           "never")
 PARAM_INT(DIRECT_CTAS, "CHOIR_DIRECT_CTAS", 16,
           "CTAs the OneShot and TwoShot algorithms may use at most, 1..16 (larger values are "
-          "taken as 16; the same on every rank): a direct connection per CTA, peer and direction is "
-          "made with the ring")
+          "taken as 16; the same on every rank): a direct connection per CTA, peer and direction "
+          "is made with the ring")
 PARAM_INT(AGG_MAX, "CHOIR_AGG_MAX", 64,
           "most collectives of one group that run in one kernel launch, 1..64 (1: one launch per "
           "collective; larger values are taken as 64); consecutive collectives of a group with "

@@ -448,6 +448,24 @@ static void case_spread_ring(void) {
   for (int i = 0; i < 9; i++) CHECK_EQ_INT(p[i].channel0, 0);
 }
 
+/* A run of m alike AllReduces on topology tp takes OneShot at 8 B, 512 B and 4 KB each, and the
+ * ring at 32 KB each: the winners measured with ranks sharing one H200 (case_runs). */
+static void check_run_winners(const tune_topo_t* tp, int m) {
+  tune_t* t = NULL;
+  CHECK_EQ_INT(tune_create(tp, 0xc0ffee, 0, &t), ncclSuccess);
+  if (t == NULL) return;
+  const uint64_t each[4] = {8, 512, 4096, 32768};
+  const int want[4] = {TUNE_ALGO_ONESHOT, TUNE_ALGO_ONESHOT, TUNE_ALGO_ONESHOT, NCCL_ALGO_RING};
+  for (int i = 0; i < 4; i++) {
+    tune_choice_t c;
+    memset(&c, 0, sizeof(c));
+    CHECK_EQ_INT(tune_choose_run(t, ncclFuncAllReduce, each[i] * (uint64_t)m, m, &c), ncclSuccess);
+    CHECK_MSG(c.algo == want[i], "%d ranks, %d x %llu B: the run takes algo %d, want %d",
+              tp->nranks, m, (unsigned long long)each[i], c.algo, want[i]);
+  }
+  tune_destroy(t);
+}
+
 /* Runs of alike collectives planned together (enqueue_plan_runs): the run's choice for its bytes
  * together, every member taking it, the ring's channels shared by bytes; what cuts a run; plans
  * outside runs untouched; the same plans on every rank. */
@@ -552,20 +570,7 @@ static void case_runs(void) {
   /* Where the runs' costs were measured (4 ranks sharing one H200, 64 all-reduces, CUDA graphs:
    * OneShot streamed 9.7, 12.3 and 32.0 us at 8 B, 512 B and 4 KB each, the ring side by side
    * 33.1, 48.9, 48.3; at 32 KB OneShot 160.6, the ring 59.3): the model picks the same. */
-  tune_t* tq = NULL;
-  CHECK_EQ_INT(tune_create(&td, 0xc0ffee, 0, &tq), ncclSuccess);
-  if (tq != NULL) {
-    const uint64_t each[4] = {8, 512, 4096, 32768};
-    const int want[4] = {TUNE_ALGO_ONESHOT, TUNE_ALGO_ONESHOT, TUNE_ALGO_ONESHOT, NCCL_ALGO_RING};
-    for (int i = 0; i < 4; i++) {
-      tune_choice_t c;
-      memset(&c, 0, sizeof(c));
-      CHECK_EQ_INT(tune_choose_run(tq, ncclFuncAllReduce, each[i] * M, M, &c), ncclSuccess);
-      CHECK_MSG(c.algo == want[i], "64 x %llu B: the run takes algo %d, want %d",
-                (unsigned long long)each[i], c.algo, want[i]);
-    }
-    tune_destroy(tq);
-  }
+  check_run_winners(&td, M);
   /* The same with 2 ranks (33 channels and CTAs a rank), measured the same way with 8 direct
    * CTAs: OneShot streamed 8.3, 9.4, 16.7 and 83.1 us at 8 B, 512 B, 4 KB and 32 KB each, the
    * ring side by side 16.4, 19.2, 19.3 and 23.7. With CHOIR_DIRECT_CTAS' default of 16 the
@@ -575,20 +580,7 @@ static void case_runs(void) {
   t2.algo_mask |= TUNE_ALGO_DIRECT_MASK;
   t2.direct_ctas = 16;
   t2.direct_slot_bytes = 64u << 10;
-  tq = NULL;
-  CHECK_EQ_INT(tune_create(&t2, 0xc0ffee, 0, &tq), ncclSuccess);
-  if (tq != NULL) {
-    const uint64_t each[4] = {8, 512, 4096, 32768};
-    const int want[4] = {TUNE_ALGO_ONESHOT, TUNE_ALGO_ONESHOT, TUNE_ALGO_ONESHOT, NCCL_ALGO_RING};
-    for (int i = 0; i < 4; i++) {
-      tune_choice_t c;
-      memset(&c, 0, sizeof(c));
-      CHECK_EQ_INT(tune_choose_run(tq, ncclFuncAllReduce, each[i] * M, M, &c), ncclSuccess);
-      CHECK_MSG(c.algo == want[i], "2 ranks, 64 x %llu B: the run takes algo %d, want %d",
-                (unsigned long long)each[i], c.algo, want[i]);
-    }
-    tune_destroy(tq);
-  }
+  check_run_winners(&t2, M);
   tune_destroy(t);
 }
 
