@@ -97,6 +97,11 @@ def test_cases(exe):
         check(re.search(r"case %-11s +%d cases, 0 failed" % (name, n), out) is not None,
               "case %s: %d cases" % (name, n), out)
     check(re.search(r"case unaligned +\d+ cases, 0 failed", out) is not None, "case unaligned", out)
+    # the non-blocking case reports how often the library deferred (never required)
+    m = re.search(r"nonblocking: ncclCommGetAsyncError said ncclInProgress in (\d+) of (\d+) "
+                  r"waits$", out, re.M)
+    check(m is not None and int(m.group(2)) > 0 and int(m.group(1)) <= int(m.group(2)),
+          "nonblocking: the wait count line", out)
     # the matrix replayed from CUDA graphs
     rc, out, err = run(exe, ["-g", "2", "--graph", "3", "--sizes", "7,1023", "--types",
                              "float,uint8", "--case", "matrix,graph", "--replays", "2"])
