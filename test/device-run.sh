@@ -106,6 +106,8 @@
 # NETPLUGIN_DIR and NETLIB_DIR (carried net plugins and the libraries they need, e.g. libfabric
 # and UCX on a machine without them: test/tools/carry-netlibs.sh), LIB (check steps: choir or
 # nvidia), CHECK_CONFIGS, CHECK_TIMEOUT (seconds per run, default 900),
+# NCCL_DEBUG for check runs (default WARN, so that a launch stalled 60 s on the network logs its
+# proxy's connection counters; a failed run's first stall report goes into the summary),
 # CHECK_STACKS_AT (seconds: a check run still going then gets its threads' stacks: gdb, or
 # without it coll_check's own SIGUSR2 dump, CHOIR_TEST_STACKS=1, resolved with addr2line),
 # LOGS=keep (leave every log in OUT; default: only logs.tgz and summary.txt stay),
@@ -549,6 +551,12 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
         log="$out/check-${LIB:-choir}-$n-$mode-$tr${rpgf:+-$rpgf}.log"
         t0=$(date +%s)
         [ -n "${CHECK_STACKS_AT:-}" ] && envs+=(CHOIR_TEST_STACKS=1)
+        # A launch stalled on the network logs its proxy's connection counters at WARN after
+        # 60 s (core/proxy): WARN stays on unless the caller or the layout chose a level.
+        case " ${envs[*]-} " in
+          *" NCCL_DEBUG="*) ;;
+          *) envs=(NCCL_DEBUG="${NCCL_DEBUG:-WARN}" ${envs[@]+"${envs[@]}"}) ;;
+        esac
         env ${envs[@]+"${envs[@]}"} LD_LIBRARY_PATH="$libdir${NETLIB_DIR:+:$NETLIB_DIR}" CHOIR_TEST_NDEV="$n" \
           CHOIR_TEST_RPG="$rpg" \
           timeout "${CHECK_TIMEOUT:-900}" "$exe" --mode "$mode" "${runargs[@]}" >"$log" 2>&1 &
@@ -564,6 +572,12 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
           kill "$stacks_pid" 2>/dev/null
           wait "$stacks_pid" 2>/dev/null
           stack_resolve "$log" >>"$log.stacks"
+        fi
+        # A run that failed or was cut: the proxies' stall reports, if any, into the summary.
+        if [ "$rc" != 0 ] && grep -q "proxy: rank .*no network progress" "$log"; then
+          note "      proxy stall reports ($(grep -c "no network progress" "$log")), the first:"
+          grep -m1 -A8 "proxy: rank .*no network progress" "$log" | cut -c1-200 | sed 's/^/        /' |
+            tee -a "$summary"
         fi
         # What the configuration must show in its log besides a clean run.
         case "$tr" in
