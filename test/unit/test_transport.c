@@ -1831,6 +1831,141 @@ static void case_net_oversize(void) {
   CHECK_EQ_INT(run_procs(&j), 0);
 }
 
+/* ---- net: many ranks, tiny steps, the proxies falling asleep between launches ---------------- */
+
+/* A gather's shape through the network, as coll_check's 8 ranks over net run it: every rank but
+ * the root sends one small step to the root per launch, the root takes one from each, and a ring
+ * of steps between neighbours runs beside it; launches are short, some after a pause long
+ * enough for every proxy to sleep. 8 ranks are threads of this process, each on a "host" of its
+ * own (so that all of them connect through net-socket), each with its own proxy. */
+#define GS_RANKS 8
+#define GS_LAUNCHES 1500
+#define GS_SLOT 4096u
+
+static uint32_t gs_bytes(int src, uint64_t s) { return (uint32_t)((s * 7 + (uint64_t)src) % 65); }
+
+static void gs_publish(kern_conn_t* sc, int src, int dst, int id, uint64_t s) {
+  char* slot = sc->buff[KERN_PROTO_SIMPLE] + (s % KERN_NSLOTS) * GS_SLOT;
+  const uint32_t bytes = gs_bytes(src, s);
+  for (uint32_t k = 0; k < bytes; k++)
+    slot[k] = (char)pattern(src, dst, (int)s, id, KERN_PROTO_SIMPLE, k);
+  __atomic_store_n(&sc->sizes[s % KERN_NSLOTS], bytes, __ATOMIC_RELAXED);
+  __atomic_store_n(sc->tail, s + 1, __ATOMIC_RELEASE);
+}
+
+static size_t gs_consume(kern_conn_t* rc, int src, int dst, int id, uint64_t s) {
+  const char* slot = rc->buff[KERN_PROTO_SIMPLE] + (s % KERN_NSLOTS) * GS_SLOT;
+  size_t wrong = 0;
+  for (uint32_t k = 0; k < gs_bytes(src, s); k++)
+    wrong += (unsigned char)slot[k] != pattern(src, dst, (int)s, id, KERN_PROTO_SIMPLE, k);
+  __atomic_store_n(rc->head, s + 1, __ATOMIC_RELEASE);
+  return wrong;
+}
+
+/* Waits until *p reaches v (or the deadline): false at the deadline. */
+static int gs_wait(const uint64_t* p, uint64_t v, double deadline) {
+  while (__atomic_load_n(p, __ATOMIC_ACQUIRE) < v) {
+    if (now_s() > deadline) return 0;
+    sched_yield();
+  }
+  return 1;
+}
+
+static int net_gather_rank(int rank, const job_t* j) {
+  const int n = j->nranks, root = 0, next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  int bad = 0;
+  t_rank = rank;
+  fake_dev = rank;
+  bootstrap_t* bs = NULL;
+  transport_t* t = NULL;
+  uint32_t kabort = 0;
+  EXPECT(bootstrap_init(&j->id, 1, rank, n, NULL, &bs) == ncclSuccess);
+  if (bs == NULL) return bad;
+  transport_peer_t peers[GS_RANKS];
+  peers[rank] = (transport_peer_t){sys_host_hash() ^ (uint64_t)(rank + 1), sys_pid_hash(),
+                                   fake_bus_id(rank), rank, getpid()};
+  EXPECT(bootstrap_allgather(bs, peers, sizeof(peers[0])) == ncclSuccess);
+  EXPECT(transport_create(bs, rank, n, rank, peers, NULL, NULL, NULL, &t) == ncclSuccess);
+  if (t == NULL) {
+    EXPECT(bootstrap_close(bs) == ncclSuccess);
+    return bad + 1;
+  }
+  EXPECT(transport_set_net(t, NULL, 0xc402, -1, &kabort) == ncclSuccess);
+  /* Ends: [0] send to next and [1] receive from prev (id 0, the ring); then (id 1) a send to the
+   * root, or at the root a receive from every other rank at [2 + src]. */
+  transport_req_t reqs[2 + GS_RANKS];
+  kern_conn_t out[2 + GS_RANKS];
+  memset(out, 0, sizeof(out));
+  int nreq = 0;
+  reqs[nreq++] = req_simple(next, 1, 0, GS_SLOT, &out[0]);
+  reqs[nreq++] = req_simple(prev, 0, 0, GS_SLOT, &out[1]);
+  if (rank != root)
+    reqs[nreq++] = req_simple(root, 1, 1, GS_SLOT, &out[2]);
+  else
+    for (int src = 1; src < n; src++) reqs[nreq++] = req_simple(src, 0, 1, GS_SLOT, &out[2 + src]);
+  ncclResult_t res = transport_connect(t, reqs, nreq, 1);
+  EXPECT(res == ncclSuccess);
+  size_t wrong = 0;
+  int launches = 0;
+  if (res == ncclSuccess) {
+    unsigned seed = 0x9e37u + (unsigned)rank;
+    for (; launches < GS_LAUNCHES; launches++) {
+      const uint64_t s = (uint64_t)launches;
+      /* Every 50th launch, a pause of 2-4 ms: the proxies go to sleep and must wake. */
+      if (launches % 50 == 49) {
+        struct timespec pause = {0, (long)(2 + rand_r(&seed) % 3) * 1000 * 1000};
+        nanosleep(&pause, NULL);
+      }
+      const double deadline = now_s() + 10;
+      proxy_launch_begin(t->proxy);
+      int ok = gs_wait(out[0].head, s + 1 > KERN_NSLOTS ? s + 1 - KERN_NSLOTS : 0, deadline);
+      if (ok) gs_publish(&out[0], rank, next, 0, s);
+      if (ok && rank != root) {
+        ok = gs_wait(out[2].head, s + 1 > KERN_NSLOTS ? s + 1 - KERN_NSLOTS : 0, deadline);
+        if (ok) gs_publish(&out[2], rank, root, 1, s);
+      }
+      if (ok && rank == root)
+        for (int src = 1; src < n && ok; src++) {
+          ok = gs_wait(out[2 + src].tail, s + 1, deadline);
+          if (ok) wrong += gs_consume(&out[2 + src], src, root, 1, s);
+        }
+      if (ok) ok = gs_wait(out[1].tail, s + 1, deadline);
+      if (ok) wrong += gs_consume(&out[1], prev, rank, 0, s);
+      proxy_launch_end(t->proxy);
+      if (!ok) {
+        fprintf(stderr, "rank %d: launch %d: a step did not arrive within 10 s (ring send head "
+                "%llu, ring receive tail %llu)\n", rank, launches,
+                (unsigned long long)__atomic_load_n(out[0].head, __ATOMIC_ACQUIRE),
+                (unsigned long long)__atomic_load_n(out[1].tail, __ATOMIC_ACQUIRE));
+        break;
+      }
+    }
+  }
+  EXPECT_MSG(launches == GS_LAUNCHES, "rank %d: %d of %d launches", rank, launches, GS_LAUNCHES);
+  EXPECT(wrong == 0);
+  EXPECT(transport_async_error(t, NULL, 0, NULL) == ncclSuccess && kabort == 0);
+  /* Every send out before anyone tears down. */
+  EXPECT(bootstrap_barrier(bs) == ncclSuccess);
+  transport_destroy(t);
+  EXPECT(bootstrap_close(bs) == ncclSuccess);
+  return bad;
+}
+
+static void case_net_gather(void) {
+  transport_set_cuda_ops(&fake_ops);
+  if (getenv("CHOIR_PLUGIN_DIR") == NULL) {
+    printf("net: set CHOIR_PLUGIN_DIR to the folder of libnccl-net-socket.so (meson does)\n");
+    exit(77);
+  }
+  job_t j;
+  job_make(&j, GS_RANKS, 0, 0, 0);
+  const double t0 = now_s();
+  run_rank_threads(&j, net_gather_rank);
+  CHECK_EQ_INT(fake_live(), 0);
+  printf("net: gather-8: %d launches of %d ranks in %.2f s\n", GS_LAUNCHES, GS_RANKS,
+         now_s() - t0);
+}
+
 /* ---- NIC placement -------------------------------------------------------------------------- */
 
 /* transport_net_nearest on a topology file: each GPU gets the NIC ports in its own switch, in
@@ -1921,7 +2056,7 @@ static const struct {
       {"connect-shm", case_knob_connect_shm},
       {"connect-none", case_knob_connect_none}}},
     {"net", {{"loop-2", case_net_loop}, {"peer-death", case_net_death},
-             {"oversize-slot", case_net_oversize}}},
+             {"oversize-slot", case_net_oversize}, {"gather-8", case_net_gather}}},
     {"place", {{"nearest", case_place_nearest}}},
 };
 
