@@ -378,11 +378,12 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   enq_mem_report(dp, "its ring connections");
   INFO(NCCL_INIT | NCCL_TUNING,
        "comm 0x%llx rank %d: %d ring channels connected via %s (links: %s %d, %s %d), slots LL "
-       "%u LL128 %u Simple %u, protocol mask 0x%x, %d tree channels (connected when first used)",
+       "%u LL128 %u Simple %u, protocol mask 0x%x, %d direct CTAs (OneShot, TwoShot), %d tree "
+       "channels (connected when first used)",
        (unsigned long long)dp->comm_hash, dp->rank, nch, transport_kind_name(c0->transport),
        "intra", (int)tp.link_intra, "inter", (int)tp.link_inter, tp.slot_bytes[KERN_PROTO_LL],
        tp.slot_bytes[KERN_PROTO_LL128], tp.slot_bytes[KERN_PROTO_SIMPLE], tp.proto_mask,
-       tree_nch);
+       tp.direct_ctas, tree_nch);
   return ncclSuccess;
 }
 

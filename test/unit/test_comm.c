@@ -818,12 +818,15 @@ static const transport_cuda_ops_t os_cuda_ops = {
     nb_get_device, nb_set_device, os_by_bus_id, os_can_access, nb_enable_peer, nb_dev_alloc, free,
     nb_ipc_get,    nb_ipc_open,   nb_ipc_close, nb_host_register, nb_host_unregister};
 
-static void oneshot_run(int on) {
+/* on: CHOIR_ONESHOT; ctas: CHOIR_DIRECT_CTAS as set (NULL: unset), want_ctas: the direct CTAs
+ * the INIT line must report (CHOIR_DIRECT_CTAS within 1..16; 0 without OneShot). */
+static void oneshot_run(int on, const char* ctas, int want_ctas) {
   char log[] = "/tmp/choir-test-oneshot-XXXXXX";
   const int log_fd = mkstemp(log);
   CHECK_TRUE(log_fd >= 0);
   if (log_fd >= 0) close(log_fd);
   setenv("CHOIR_ONESHOT", on ? "1" : "0", 1);
+  if (ctas != NULL) setenv("CHOIR_DIRECT_CTAS", ctas, 1);
   /* With two ranks the ring's AllGather and ReduceScatter are one step too (the model keeps the
    * ring): forced, so that the plan and the launch take OneShot for them. */
   if (on) setenv("NCCL_ALGO", "allgather:oneshot;reducescatter:oneshot", 1);
@@ -887,6 +890,11 @@ static void oneshot_run(int on) {
   text[got] = '\0';
   if (f != NULL) fclose(f);
   unlink(log);
+  char want_line[64];
+  snprintf(want_line, sizeof(want_line), ", %d direct CTAs (OneShot, TwoShot)", want_ctas);
+  CHECK_MSG(strstr(text, want_line) != NULL,
+            "CHOIR_ONESHOT=%d CHOIR_DIRECT_CTAS=%s: no INIT line with '%s' in:\n%.2000s", on,
+            ctas ? ctas : "(unset)", want_line, text);
   const char* small = strstr(text, "TUNE: AllReduce 64 bytes: ");
   const char* large = strstr(text, "TUNE: AllReduce 67108864 bytes: ");
   CHECK_MSG(small != NULL && large != NULL, "TUNING lines missing:\n%s", text);
@@ -909,8 +917,10 @@ static void oneshot_run(int on) {
                 "CHOIR_ONESHOT=%d: %.120s", on, line);
   }
 }
-static void case_oneshot_on(void) { oneshot_run(1); }
-static void case_oneshot_off(void) { oneshot_run(0); }
+static void case_oneshot_on(void) { oneshot_run(1, NULL, 16); }
+static void case_oneshot_off(void) { oneshot_run(0, NULL, 0); }
+static void case_oneshot_ctas(void) { oneshot_run(1, "3", 3); }
+static void case_oneshot_ctas_most(void) { oneshot_run(1, "99", 16); }
 
 static void case_group_batches(void) {
   setenv("NCCL_P2P_DISABLE", "1", 1);
@@ -1292,6 +1302,8 @@ int main(int argc, char** argv) {
   if (ndev >= 2) {
     fork_case("oneshot_on", case_oneshot_on);
     fork_case("oneshot_off", case_oneshot_off);
+    fork_case("oneshot_ctas", case_oneshot_ctas);
+    fork_case("oneshot_ctas_most", case_oneshot_ctas_most);
   }
 #endif
   fork_case("abort_during_init", case_abort_during_init);
