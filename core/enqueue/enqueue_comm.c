@@ -40,7 +40,7 @@ static uint32_t enq_slot_bytes(int64_t bytes) {
   return (uint32_t)b;
 }
 
-static int enq_clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+static int enq_clamp(int64_t v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : (int)v; }
 
 /* The number of ring channels: Choir's default for the ring's slowest transport, brought within
  * the communicator's limits (computed once: graph_limits_make). Equal on every rank. */
@@ -265,9 +265,8 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
                      param_int(PARAM_ONESHOT) != 0 && tp.slot_bytes[KERN_PROTO_LL] != 0;
   /* CTAs with direct connections (CHOIR_DIRECT_CTAS): the device table keeps the stride
    * KERN_DIRECT_MAX_CTAS, the rest of each peer's row stays unconnected and unused. */
-  int64_t dctas = param_int(PARAM_DIRECT_CTAS);
-  dctas = dctas < 1 ? 1 : dctas > KERN_DIRECT_MAX_CTAS ? KERN_DIRECT_MAX_CTAS : dctas;
-  const int ndirect = direct ? 2 * (n - 1) * (int)dctas : 0;
+  const int dctas = enq_clamp(param_int(PARAM_DIRECT_CTAS), 1, KERN_DIRECT_MAX_CTAS);
+  const int ndirect = direct ? 2 * (n - 1) * dctas : 0;
   kern_conn_t* dconns = NULL;
   if (direct) {
     const size_t bytes = sizeof(kern_conn_t) * 2 * (size_t)n * KERN_DIRECT_MAX_CTAS;
@@ -309,7 +308,7 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   int k = 2 * nch;
   for (int q = 0; q < n && direct; q++) {
     if (q == dp->rank) continue;
-    for (int g = 0; g < (int)dctas; g++)
+    for (int g = 0; g < dctas; g++)
       for (int dir = 0; dir < 2; dir++, k++) {
         const size_t at = (size_t)(dir == 0 ? 0 : n) * KERN_DIRECT_MAX_CTAS +
                           (size_t)q * KERN_DIRECT_MAX_CTAS + (size_t)g;
@@ -340,11 +339,11 @@ static ncclResult_t enq_ring_setup(enq_comm_t* dp) {
   free(dconns);
   CHECK(res);
   if (direct) {
-    dp->direct_ctas = (int)dctas;
+    dp->direct_ctas = dctas;
     dp->host_kc.direct_send = dp->dev_direct;
     dp->host_kc.direct_recv = dp->dev_direct + (size_t)n * KERN_DIRECT_MAX_CTAS;
     tp.algo_mask |= TUNE_ALGO_DIRECT_MASK;
-    tp.direct_ctas = (int)dctas;
+    tp.direct_ctas = dctas;
     tp.direct_slot_bytes = dslot;
   }
   if (tree_nch > 0) {
