@@ -17,6 +17,15 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
   coll_batch_run<PROTO, copy_red, DIRECT_COPY>(b);
 }
 
+/* A lone OneShot AllGather: a parameter of one work, as kern_direct_kernel (kern_coll.cuh). */
+__global__ void __launch_bounds__(KERN_NTHREADS, 1)
+    kern_direct_copy_kernel(const __grid_constant__ kern_coll_batch1_t b) {
+  const kern_coll_work_t& w = b.works[0];
+  prof_mark_start(w.prof);
+  direct_allgather(w);
+  prof_mark_stop(w.prof);
+}
+
 /* One CTA: part `cta` of op k, over the op's connection `cta` with its peer. */
 __global__ void __launch_bounds__(KERN_NTHREADS, 1)
     kern_p2p_kernel(const __grid_constant__ kern_p2p_batch_t b) {
@@ -57,8 +66,9 @@ template <int PROTO>
 cudaError_t copy_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   unsigned grid, nt;
   coll_batch_dims(b, KERN_NTHREADS, 1, &grid, &nt);
-  return kern_launch_prefix((const void*)kern_copy_coll_batch_kernel<PROTO>, grid, nt, b,
-                            KERN_COLL_BATCH_BYTES(b->nworks), stream);
+  const void* fn = coll_batch_lone_direct(b) ? (const void*)kern_direct_copy_kernel
+                                             : (const void*)kern_copy_coll_batch_kernel<PROTO>;
+  return kern_launch_prefix(fn, grid, nt, b, KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }
 
 } /* namespace kern */
@@ -81,6 +91,7 @@ extern "C" cudaError_t kern_copy_preload(void) {
   const void* fns[] = {(const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_LL>,
                        (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_LL128>,
                        (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_SIMPLE>,
+                       (const void*)kern::kern_direct_copy_kernel,
                        (const void*)kern::kern_p2p_kernel};
   cudaFuncAttributes attr;
   cudaError_t e = cudaSuccess;

@@ -46,16 +46,17 @@ struct direct_peer {
   uint32_t sslot, rslot;
 };
 
-/* The CTA's ends with every peer, in shared memory; the step capacity; the abort state. */
+/* The CTA's ends with every peer, in shared memory; the abort state. */
 struct direct_state {
   direct_peer peers[KERN_DIRECT_MAX_RANKS];
-  uint32_t step_cap;
   bool aborted;
 };
 
-/* Thread q (a peer) loads its two ends; thread 0 then sets the step capacity. */
-__device__ __forceinline__ void direct_open(kern_comm_t* comm, const kern_coll_work_t& w,
-                                            direct_state& sh) {
+/* Thread q (a peer) loads its two ends; after a barrier every thread computes the step capacity
+ * (the smallest of the ends' LL slots, and at most the work's chunk), which it returns: one
+ * barrier, not a second one after a single thread's computation. */
+__device__ __forceinline__ uint32_t direct_open(kern_comm_t* comm, const kern_coll_work_t& w,
+                                                direct_state& sh) {
   const int n = comm->nranks, me = comm->rank;
   const uint32_t g = blockIdx.x, tid = threadIdx.x;
   if (tid < (uint32_t)n && (int)tid != me) {
@@ -77,19 +78,16 @@ __device__ __forceinline__ void direct_open(kern_comm_t* comm, const kern_coll_w
   }
   if (tid == 0) sh.aborted = false;
   __syncthreads();
-  if (tid == 0) {
-    uint32_t slot = ~0u;
-    for (int q = 0; q < n; q++) {
-      if (q == me) continue;
-      if (sh.peers[q].sslot < slot) slot = sh.peers[q].sslot;
-      if (sh.peers[q].rslot < slot) slot = sh.peers[q].rslot;
-    }
-    uint32_t cap = kern_proto_step_capacity(KERN_PROTO_LL, slot == ~0u ? 0 : slot);
-    if (w.chunk_bytes < cap) cap = w.chunk_bytes & ~15u;
-    if (cap == 0) __trap();
-    sh.step_cap = cap;
+  uint32_t slot = ~0u;
+  for (int q = 0; q < n; q++) {
+    if (q == me) continue;
+    if (sh.peers[q].sslot < slot) slot = sh.peers[q].sslot;
+    if (sh.peers[q].rslot < slot) slot = sh.peers[q].rslot;
   }
-  __syncthreads();
+  uint32_t cap = kern_proto_step_capacity(KERN_PROTO_LL, slot == ~0u ? 0 : slot);
+  if (w.chunk_bytes < cap) cap = w.chunk_bytes & ~15u;
+  if (cap == 0) __trap();
+  return cap;
 }
 
 /* Room for `steps` more steps on every send end (thread q waits for peer q's head), then a CTA
@@ -196,8 +194,10 @@ __device__ __forceinline__ void direct_put(direct_state& sh, int q, int ahead, u
 }
 
 /* After a CTA barrier (every line of the steps read): publish head, and every end moves `steps`
- * steps; then a barrier. */
-__device__ __forceinline__ void direct_advance(kern_comm_t* comm, direct_state& sh, int steps) {
+ * steps; then, when `more` steps follow, a barrier (after the last step only thread q reads its
+ * own end again, in direct_close). */
+__device__ __forceinline__ void direct_advance(kern_comm_t* comm, direct_state& sh, int steps,
+                                               bool more) {
   const int n = comm->nranks, me = comm->rank;
   const uint32_t tid = threadIdx.x;
   __syncthreads();
@@ -207,7 +207,7 @@ __device__ __forceinline__ void direct_advance(kern_comm_t* comm, direct_state& 
     p.rstep += (uint64_t)steps;
     p.sstep += (uint64_t)steps;
   }
-  __syncthreads();
+  if (more) __syncthreads();
 }
 
 /* The counters carry over to the next kernel. */
@@ -254,7 +254,18 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
    * divisions), then a warp scan gives each work's end in lines. ws may be in shared memory
    * (coll_batch_run copies a batch's works there). */
   static_assert(KERN_COLL_BATCH_MAX <= 64, "warp 0 takes two works per lane");
-  if (tid < 32) {
+  if (nw == 1) { /* a lone work (kern_direct_kernel: nw is 1 at compile time): no scan */
+    if (tid == 0) {
+      const kern_coll_work_t& w = ws[0];
+      uint64_t off, cnt;
+      kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off,
+                      &cnt);
+      run.in[0] = (const char*)w.sendbuff + off * sizeof(B);
+      run.out[0] = (char*)w.recvbuff + off * sizeof(B);
+      run.nbytes[0] = cnt * sizeof(B);
+      run.lend[0] = (cnt * sizeof(B) + 7) / 8;
+    }
+  } else if (tid < 32) {
     uint64_t lines[2] = {0, 0};
     for (int h = 0; h < 2; h++) {
       const uint32_t k = tid + 32u * (uint32_t)h;
@@ -294,9 +305,9 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
       first = user_load<uint2>((const char*)w.sendbuff + off * sizeof(B) + o,
                                nb - o < 8 ? (uint32_t)(nb - o) : 8u);
   }
-  direct_open(comm, ws[0], sh); /* ends with a barrier: run's entries are visible */
+  /* direct_open's barrier: run's entries are visible after it */
+  const uint32_t cap_lines = direct_open(comm, ws[0], sh) / 8;
   const uint64_t total = run.lend[nw - 1];
-  const uint32_t cap_lines = sh.step_cap / 8;
   const uint32_t peers = direct_peer_mask(comm);
   uint32_t k = 0; /* a thread's lines only grow: its work index too */
   /* Stream line gl: its work (k, moved forward only: the first work ending past gl, by
@@ -345,7 +356,7 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
       if (!direct_fold_peers(r, comm, sh, peers, 0, l, mine, &acc)) break;
       user_store(run.out[k] + o, r.post(acc), valid);
     }
-    direct_advance(comm, sh, 1);
+    direct_advance(comm, sh, 1, base + cap_lines < total);
   }
   direct_close(comm, sh);
 }
@@ -357,7 +368,7 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
   const int n = comm->nranks, me = comm->rank;
   const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
   __shared__ direct_state sh;
-  direct_open(comm, w, sh);
+  const uint32_t cap = direct_open(comm, w, sh);
   const uint32_t peers = direct_peer_mask(comm);
   uint64_t off, cnt;
   const uint64_t unit = KERN_RC_VEC_BYTES / sizeof(B);
@@ -375,14 +386,13 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
   auto round_of = [&](int q, uint64_t base, uint64_t* start, uint64_t* end, uint32_t* nlines) {
     uint64_t so, sn;
     slice(q, &so, &sn);
-    const uint64_t sb = sn > base ? (sn - base < sh.step_cap ? sn - base : sh.step_cap) : 0;
+    const uint64_t sb = sn > base ? (sn - base < cap ? sn - base : cap) : 0;
     *start = so + base;
     *end = so + sn;
     *nlines = (uint32_t)((sb + 7) / 8);
   };
   uint64_t first, most;
   slice(0, &first, &most); /* slice 0 is the longest */
-  const uint32_t cap = sh.step_cap;
   /* Every slice's bytes in the round, for the last pass (thread q writes slice q's before
    * direct_room's barrier; the previous round's readers are past direct_advance's). */
   __shared__ struct {
@@ -442,7 +452,7 @@ __device__ __forceinline__ void direct_allreduce_twoshot(const R& r, const kern_
           break;
       }
     }
-    direct_advance(comm, sh, 2);
+    direct_advance(comm, sh, 2, base + cap < most);
   }
   direct_close(comm, sh);
 }
@@ -456,14 +466,13 @@ __device__ __forceinline__ void direct_allgather(const kern_coll_work_t& w) {
   const int n = comm->nranks, me = comm->rank;
   const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
   __shared__ direct_state sh;
-  direct_open(comm, w, sh);
+  const uint32_t cap = direct_open(comm, w, sh);
   const uint32_t peers = direct_peer_mask(comm);
   uint64_t off, cnt;
   kern_split_part(w.count, KERN_RC_VEC_BYTES, w.nchannels, blockIdx.x, &off, &cnt);
   const char* in = (const char*)w.sendbuff + off;
   char* out = (char*)w.recvbuff + off;
   const uint64_t block = w.count;
-  const uint32_t cap = sh.step_cap;
   for (uint64_t base = 0; base < cnt && !sh.aborted; base += cap) {
     const uint32_t nlines = (uint32_t)(((cnt - base < cap ? cnt - base : cap) + 7) / 8);
     direct_room(comm, sh, 1);
@@ -485,7 +494,7 @@ __device__ __forceinline__ void direct_allgather(const kern_coll_work_t& w) {
           }))
         break;
     }
-    direct_advance(comm, sh, 1);
+    direct_advance(comm, sh, 1, base + cap < cnt);
   }
   direct_close(comm, sh);
 }
@@ -501,14 +510,13 @@ __device__ __forceinline__ void direct_reducescatter(const R& r, const kern_coll
   const int n = comm->nranks, me = comm->rank;
   const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
   __shared__ direct_state sh;
-  direct_open(comm, w, sh);
+  const uint32_t cap = direct_open(comm, w, sh);
   const uint32_t peers = direct_peer_mask(comm);
   uint64_t off, cnt;
   kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off, &cnt);
   const uint64_t nbytes = cnt * sizeof(B), block = w.count * sizeof(B);
   const char* in = (const char*)w.sendbuff + off * sizeof(B);
   char* out = (char*)w.recvbuff + off * sizeof(B);
-  const uint32_t cap = sh.step_cap;
   for (uint64_t base = 0; base < nbytes && !sh.aborted; base += cap) {
     const uint32_t nlines = (uint32_t)(((nbytes - base < cap ? nbytes - base : cap) + 7) / 8);
     direct_room(comm, sh, 1);
@@ -530,7 +538,7 @@ __device__ __forceinline__ void direct_reducescatter(const R& r, const kern_coll
       if (!direct_fold_peers(r, comm, sh, peers, 0, l, mine, &acc)) break;
       user_store(out + o, r.post(acc), valid);
     }
-    direct_advance(comm, sh, 1);
+    direct_advance(comm, sh, 1, base + cap < nbytes);
   }
   direct_close(comm, sh);
 }

@@ -448,6 +448,16 @@ typedef struct kern_coll_batch {
   kern_coll_work_t works[KERN_COLL_BATCH_MAX]; /* the first nworks are used */
 } kern_coll_batch_t;
 
+/* A batch of one work with its parameter declared at that size: the lone direct works' kernels
+ * (kern_coll.cuh: kern_direct_kernel) take it. A launch passes the first
+ * KERN_COLL_BATCH_BYTES(1) bytes of a kern_coll_batch_t, the same prefix as for the batch kernel. */
+typedef struct kern_coll_batch1 {
+  uint64_t tag; /* KERN_COLL_BATCH_TAG */
+  uint32_t nworks; /* 1 */
+  uint32_t pad;
+  kern_coll_work_t works[1];
+} kern_coll_batch1_t;
+
 /* Launch one collective (nchannels CTAs) / one p2p batch on stream. Errors as for reduce-copy;
  * ncclInvalidUsage when the (op, type) instance is not built. */
 ncclResult_t kern_coll_launch(const kern_coll_work_t* work, cudaStream_t stream);
@@ -496,6 +506,9 @@ KERN_STATIC_ASSERT(offsetof(kern_p2p_batch_t, prof) == 0, "kern_p2p_batch_t layo
 KERN_STATIC_ASSERT(offsetof(kern_coll_batch_t, works) == 16, "kern_coll_batch_t layout");
 KERN_STATIC_ASSERT(sizeof(kern_coll_batch_t) == 16 + 96 * KERN_COLL_BATCH_MAX,
                    "kern_coll_batch_t layout");
+KERN_STATIC_ASSERT(offsetof(kern_coll_batch1_t, works) == offsetof(kern_coll_batch_t, works) &&
+                       sizeof(kern_coll_batch1_t) == 16 + 96,
+                   "kern_coll_batch1_t is kern_coll_batch_t's prefix of one work");
 /* Over the classic 4 KB of kernel parameters: CUDA 12.1 and later take up to 32764 bytes (Volta
  * and newer); a launch copies only the works in use (kern_internal.h), so a batch of a few works
  * costs what it did. */
