@@ -233,45 +233,29 @@ __device__ __forceinline__ void coll_batch_run(const kern_coll_batch_t& b) {
       /* Consecutive OneShot AllReduces with the same operator arguments run as one stream of
        * lines (direct_allreduce): their small steps merge. */
       if (w.algo == KERN_ALGO_ONESHOT && w.coll == KERN_COLL_ALLREDUCE) {
-        /* With works after this one, the works from here on are copied to shared memory, 8
-         * bytes per thread: the run reads each work's fields from many lanes at once, and a
-         * kernel parameter read at a different address per lane is served one address at a
-         * time (a 40-work run of 8-byte works took about 6 us more than one work, measured on
-         * one H200). A lone work is read where it is (one address for every lane), without
-         * the copy and its barrier. */
-        __shared__ kern_coll_work_t sw[KERN_COLL_BATCH_MAX];
-        static_assert(sizeof(kern_coll_work_t) % sizeof(uint2) == 0, "works of whole uint2");
-        const uint32_t nleft = b.nworks - i;
-        const kern_coll_work_t* ws = &b.works[i];
-        if (nleft > 1) {
-          const uint2* src = (const uint2*)&b.works[i];
-          uint2* dst = (uint2*)sw;
-          const uint32_t words = nleft * (uint32_t)(sizeof(kern_coll_work_t) / 8);
-          for (uint32_t x = threadIdx.x; x < words; x += blockDim.x) dst[x] = src[x];
-          __syncthreads();
-          ws = sw;
-        }
-        /* The run's end, 32 works at a time: lane l tests work j + l (every warp alike, so the
-         * whole CTA agrees). */
-        const uint32_t lane = threadIdx.x & 31u;
-        uint32_t j = 1;
-        for (;;) {
-          const uint32_t k = j + lane;
-          const bool same = k < nleft && kern_oneshot_joins(&ws[0], &ws[k]);
-          const uint32_t differ = ~__ballot_sync(0xffffffffu, same);
-          if (differ != 0) {
-            j += (uint32_t)__ffs((int)differ) - 1;
-            break;
-          }
-          j += 32;
-        }
+        /* The run's works (w.run of them from this one: the launcher counts them with
+         * kern_oneshot_joins) give it only their first four words (direct_item), copied to
+         * shared memory in one pass: a kernel parameter read at a different address per lane
+         * is served one address at a time, so the copy reads no more of the parameter than
+         * the run needs (a third of its works' bytes). */
+        __shared__ direct_item items[KERN_COLL_BATCH_MAX];
+        static_assert(sizeof(kern_coll_work_t) % sizeof(uint64_t) == 0, "works of whole words");
+        constexpr uint32_t WW = sizeof(kern_coll_work_t) / sizeof(uint64_t); /* words a work */
+        constexpr uint32_t IW = sizeof(direct_item) / sizeof(uint64_t);      /* words an item */
+        const uint32_t j = (uint32_t)w.run;
+        const uint64_t* src = (const uint64_t*)&b.works[i];
+        uint64_t* dst = (uint64_t*)items;
+        for (uint32_t x = threadIdx.x; x < j * IW; x += blockDim.x)
+          dst[x] = src[(x / IW) * WW + x % IW];
+        __syncthreads();
         /* Each work's records by a thread of its own (thread k for work k of the run). */
-        const bool marks = threadIdx.x < j && (int)blockIdx.x < ws[threadIdx.x].nchannels;
-        kern_prof_rec_t* recs = marks ? ws[threadIdx.x].prof : nullptr;
+        const bool marks = threadIdx.x < j && (int)blockIdx.x < w.nchannels;
+        kern_prof_rec_t* recs = marks ? items[threadIdx.x].prof : nullptr;
         prof_mark_start_by(recs, marks);
-        direct_allreduce(R(w.scalar_bits, w.scalar_ptr, w.divisor), ws, j);
-        __syncthreads(); /* every thread's lines stored (and sw read) before any stop mark and
-                          * before a later run rewrites sw */
+        direct_allreduce(R(w.scalar_bits, w.scalar_ptr, w.divisor), w,
+                         [&](uint32_t k) { return items[k]; }, j);
+        __syncthreads(); /* every thread's lines stored (and items read) before any stop mark
+                          * and before a later run rewrites items */
         prof_mark_stop_by(recs, marks);
         i += j - 1;
         continue;
@@ -342,7 +326,11 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
   if (w.algo == KERN_ALGO_TWOSHOT)
     direct_allreduce_twoshot(r, w);
   else if (w.coll == KERN_COLL_ALLREDUCE)
-    direct_allreduce(r, &w, 1);
+    direct_allreduce(r, w,
+                     [&](uint32_t) {
+                       return direct_item{w.prof, w.sendbuff, w.recvbuff, w.count};
+                     },
+                     1);
   else /* OneShot ReduceScatter (kern_coll_check lets no other reduction have it) */
     direct_reducescatter(r, w);
   prof_mark_stop(w.prof);

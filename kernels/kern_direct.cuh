@@ -236,33 +236,48 @@ struct direct_run {
   uint64_t lend[KERN_COLL_BATCH_MAX];   /* lines of works 0..k together */
 };
 
-/* OneShot over works ws[0..nw) (1 <= nw <= KERN_COLL_BATCH_MAX, one communicator, r valid for
- * all of them). Every CTA of the grid calls it; those past every work's CTAs return at once. */
-template <class R>
-__device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_work_t* ws,
-                                                 uint32_t nw) {
+/* What a OneShot run needs of each of its works: the first four words of kern_coll_work_t
+ * (kernels.h), which the batch kernel copies to shared memory (direct_items_load). */
+struct direct_item {
+  kern_prof_rec_t* prof;
+  const void* sendbuff;
+  void* recvbuff;
+  uint64_t count;
+};
+static_assert(sizeof(direct_item) == 32, "a direct_item is 4 words");
+
+/* OneShot over the nw works item(0..nw) (1 <= nw <= KERN_COLL_BATCH_MAX; item(k) returns the
+ * direct_item of work k) of one communicator, r valid for all of them; head (the run's first
+ * work) gives the communicator, the CTAs (every work of a run has head.nchannels: the launcher
+ * checks it) and the step size. Every CTA of the grid calls it; those past the run's CTAs return
+ * at once. */
+template <class R, class Item>
+__device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_work_t& head,
+                                                 Item item, uint32_t nw) {
   using B = typename R::B;
-  kern_comm_t* comm = ws[0].comm;
+  kern_comm_t* comm = head.comm;
   const int n = comm->nranks, me = comm->rank;
   const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
-  int ctas = 0;
-  for (uint32_t k = 0; k < nw; k++) ctas = ws[k].nchannels > ctas ? ws[k].nchannels : ctas;
+  const int ctas = head.nchannels;
   if ((int)blockIdx.x >= ctas) return; /* the same for the whole CTA */
   __shared__ direct_state sh;
   __shared__ direct_run run;
   /* The run's table, by warp 0: lane l takes works l and l + 32 (their parts: 64-bit
-   * divisions), then a warp scan gives each work's end in lines. ws may be in shared memory
-   * (coll_batch_run copies a batch's works there). */
+   * divisions), then a warp scan gives each work's end in lines. */
   static_assert(KERN_COLL_BATCH_MAX <= 64, "warp 0 takes two works per lane");
+  auto part = [&](uint32_t k, uint64_t* cnt) {
+    const direct_item it = item(k);
+    uint64_t off;
+    kern_split_part(it.count, KERN_RC_VEC_BYTES / sizeof(B), (uint32_t)ctas, blockIdx.x, &off,
+                    cnt);
+    run.in[k] = (const char*)it.sendbuff + off * sizeof(B);
+    run.out[k] = (char*)it.recvbuff + off * sizeof(B);
+    run.nbytes[k] = *cnt * sizeof(B);
+  };
   if (nw == 1) { /* a lone work (kern_direct_kernel: nw is 1 at compile time): no scan */
     if (tid == 0) {
-      const kern_coll_work_t& w = ws[0];
-      uint64_t off, cnt;
-      kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off,
-                      &cnt);
-      run.in[0] = (const char*)w.sendbuff + off * sizeof(B);
-      run.out[0] = (char*)w.recvbuff + off * sizeof(B);
-      run.nbytes[0] = cnt * sizeof(B);
+      uint64_t cnt;
+      part(0, &cnt);
       run.lend[0] = (cnt * sizeof(B) + 7) / 8;
     }
   } else if (tid < 32) {
@@ -270,14 +285,8 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
     for (int h = 0; h < 2; h++) {
       const uint32_t k = tid + 32u * (uint32_t)h;
       if (k >= nw) continue;
-      const kern_coll_work_t& w = ws[k];
-      uint64_t off = 0, cnt = 0;
-      if ((int)blockIdx.x < w.nchannels)
-        kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off,
-                        &cnt);
-      run.in[k] = (const char*)w.sendbuff + off * sizeof(B);
-      run.out[k] = (char*)w.recvbuff + off * sizeof(B);
-      run.nbytes[k] = cnt * sizeof(B);
+      uint64_t cnt;
+      part(k, &cnt);
       lines[h] = (cnt * sizeof(B) + 7) / 8;
     }
     uint64_t carry = 0;
@@ -297,16 +306,17 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
    * instead of following them. */
   uint2 first = make_uint2(0, 0);
   if (nw == 1) {
-    const kern_coll_work_t& w = ws[0];
+    const direct_item it = item(0);
     uint64_t off, cnt;
-    kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), w.nchannels, blockIdx.x, &off, &cnt);
+    kern_split_part(it.count, KERN_RC_VEC_BYTES / sizeof(B), (uint32_t)ctas, blockIdx.x, &off,
+                    &cnt);
     const uint64_t nb = cnt * sizeof(B), o = (uint64_t)tid * 8;
     if (o < nb)
-      first = user_load<uint2>((const char*)w.sendbuff + off * sizeof(B) + o,
+      first = user_load<uint2>((const char*)it.sendbuff + off * sizeof(B) + o,
                                nb - o < 8 ? (uint32_t)(nb - o) : 8u);
   }
   /* direct_open's barrier: run's entries are visible after it */
-  const uint32_t cap_lines = direct_open(comm, ws[0], sh) / 8;
+  const uint32_t cap_lines = direct_open(comm, head, sh) / 8;
   const uint64_t total = run.lend[nw - 1];
   const uint32_t peers = direct_peer_mask(comm);
   uint32_t k = 0; /* a thread's lines only grow: its work index too */

@@ -364,7 +364,12 @@ typedef struct kern_coll_work {
   int32_t coll;      /* kern_coll_t */
   int32_t op;        /* kern_op_t (reductions) */
   int32_t type;      /* ncclDataType_t */
-  int32_t root;      /* Broadcast, Reduce */
+  union {
+    int32_t root; /* Broadcast, Reduce */
+    /* OneShot AllReduce in a batch: the works of its run from this one on, this one included
+     * (kern_oneshot_joins); set by kern_coll_batch_launch, whatever the caller wrote. */
+    int32_t run;
+  };
   int32_t divisor;
   int32_t nchannels;
   uint32_t chunk_bytes; /* data bytes per step at most (capped by kern_proto_step_capacity) */

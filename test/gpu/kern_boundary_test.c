@@ -303,6 +303,17 @@ int main(void) {
       CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
       CHECK_CONTAINS(kern_last_error(), "one batch runs one kernel");
     }
+    /* OneShot AllReduces that join into one run (kern_oneshot_joins) must share their CTAs. */
+    b.works[0] = b.works[1] = r;
+    for (int k = 0; k < 2; k++) {
+      b.works[k].algo = KERN_ALGO_ONESHOT;
+      b.works[k].proto = KERN_PROTO_LL;
+      b.works[k].nchannels = 2 + k;
+    }
+    CHECK_EQ_INT(kern_coll_batch_launch(&b, NULL), ncclInvalidArgument);
+    CHECK_CONTAINS(kern_last_error(),
+                   "work 1: OneShot AllReduce on 3 CTAs after work 0's 2; the works of one "
+                   "OneShot run share their CTAs");
   }
   return check_finish("kern-boundary");
 }

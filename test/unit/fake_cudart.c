@@ -193,6 +193,7 @@ static void fake_launch(const void* arg, unsigned gx) {
         fake_cudart.batch_algo[at] = (int)k->algo;
         fake_cudart.batch_ch0[at] = (int)k->channel0;
         fake_cudart.batch_nch[at] = (int)k->nchannels;
+        fake_cudart.batch_run[at] = (int)k->run;
       }
     }
     return;

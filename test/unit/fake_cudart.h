@@ -32,6 +32,7 @@ typedef struct {
   int batch_algo[FAKE_WORKS_MAX]; /* and its algorithm (kern_coll_work_t.algo) */
   int batch_ch0[FAKE_WORKS_MAX];  /* its first channel (channel0) */
   int batch_nch[FAKE_WORKS_MAX];  /* and its channel count (nchannels) */
+  int batch_run[FAKE_WORKS_MAX];  /* and its run (OneShot AllReduce in a batch of 2 or more) */
 } fake_cudart_t;
 
 extern fake_cudart_t fake_cudart;

@@ -878,6 +878,29 @@ static void oneshot_run(int on, const char* ctas, int want_ctas) {
     CHECK_TRUE(res == ncclSuccess || res == ncclInProgress);
     for (int r = 0; r < N; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
   }
+  /* A group of 5 small alike AllReduces per rank: one launch of one OneShot run, whose works
+   * the launcher numbers 5, 4, 3, 2, 1 (kernels.h: run, the works of the run from each on). */
+  if (on) {
+    enum { G = 5 };
+    const int works0 = fake_cudart.batch_works;
+    CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++) {
+      set_device(r);
+      for (int i = 0; i < G; i++)
+        CHECK_EQ_INT(ncclAllReduce(buf[r] + i * 16, buf[r] + i * 16, 16, ncclFloat, ncclSum,
+                                   c[r], NULL), ncclSuccess);
+    }
+    const ncclResult_t res = ncclGroupEnd();
+    CHECK_TRUE(res == ncclSuccess || res == ncclInProgress);
+    for (int r = 0; r < N; r++) CHECK_EQ_INT(nb_settle(c[r], 10), ncclSuccess);
+    CHECK_EQ_INT(fake_cudart.batch_works - works0, N * G);
+    for (int k = 0; k < N * G && works0 + N * G <= FAKE_WORKS_MAX; k++)
+      CHECK_MSG(fake_cudart.batch_algo[works0 + k] == KERN_ALGO_ONESHOT &&
+                    fake_cudart.batch_run[works0 + k] == G - k % G,
+                "work %d of the group: algo %d run %d, want OneShot (%d) run %d", k,
+                fake_cudart.batch_algo[works0 + k], fake_cudart.batch_run[works0 + k],
+                KERN_ALGO_ONESHOT, G - k % G);
+  }
   for (int r = 0; r < N; r++) CHECK_EQ_INT(ncclCommDestroy(c[r]), ncclSuccess);
   for (int r = 0; r < N; r++) {
     set_device(r);
