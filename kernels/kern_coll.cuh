@@ -311,36 +311,44 @@ __global__ void __launch_bounds__(coll_max_threads<OP, TYPE, PROTO>(), 1)
   coll_batch_run<PROTO, red<OP, TYPE>, DIRECT_REDUCE>(b);
 }
 
-/* A lone direct work (OneShot or TwoShot AllReduce, OneShot ReduceScatter) has a kernel of its
- * own, whose parameter is a batch of one declared at that size: the work's fields are read at
- * fixed offsets of a 112-byte parameter. Run as a batch of one in the LL batch kernel (a 6 KB
- * parameter, its works read at run-time offsets, the batch's prologue) a OneShot AllReduce of 8 B
- * took 6.2 us a call with 4 ranks sharing one H200 (CUDA graphs), 5.2 with 2; in this kernel
- * 5.0 and 4.2. The stop marks follow the algorithms' last barrier (direct_advance). */
+/* A lone LL work (a launch of one, not on the tree: the ring, or OneShot or TwoShot AllReduce,
+ * OneShot ReduceScatter) has a kernel of its own, whose parameter is a batch of one declared at
+ * that size: the work's fields are read at fixed offsets of a 112-byte parameter. Run as a batch
+ * of one in the LL batch kernel (a 6 KB parameter, its works read at run-time offsets, the
+ * batch's prologue) a OneShot AllReduce of 8 B took 6.2 us a call with 4 ranks sharing one H200
+ * (CUDA graphs), 5.2 with 2; in a kernel like this one 5.0 and 4.2 (and the ring with LL, in a
+ * build whose batches held one work, 6.8 against 7.3 with 4 ranks). Small messages take LL, so
+ * only LL has this second kernel. The stop marks follow the algorithms' last barrier. */
 template <int OP, int TYPE>
-__global__ void __launch_bounds__(KERN_NTHREADS, 1)
-    kern_direct_kernel(const __grid_constant__ kern_coll_batch1_t b) {
+__global__ void __launch_bounds__(coll_max_threads<OP, TYPE, KERN_PROTO_LL>(), 1)
+    kern_coll_lone_kernel(const __grid_constant__ kern_coll_batch1_t b) {
   const kern_coll_work_t& w = b.works[0];
   const red<OP, TYPE> r(w.scalar_bits, w.scalar_ptr, w.divisor);
-  prof_mark_start(w.prof);
-  if (w.algo == KERN_ALGO_TWOSHOT)
-    direct_allreduce_twoshot(r, w);
-  else if (w.coll == KERN_COLL_ALLREDUCE)
-    direct_allreduce(r, w,
-                     [&](uint32_t) {
-                       return direct_item{w.prof, w.sendbuff, w.recvbuff, w.count};
-                     },
-                     1);
-  else /* OneShot ReduceScatter (kern_coll_check lets no other reduction have it) */
-    direct_reducescatter(r, w);
-  prof_mark_stop(w.prof);
+  if (w.algo == KERN_ALGO_ONESHOT || w.algo == KERN_ALGO_TWOSHOT) {
+    prof_mark_start(w.prof);
+    if (w.algo == KERN_ALGO_TWOSHOT)
+      direct_allreduce_twoshot(r, w);
+    else if (w.coll == KERN_COLL_ALLREDUCE)
+      direct_allreduce(r, w,
+                       [&](uint32_t) {
+                         return direct_item{w.prof, w.sendbuff, w.recvbuff, w.count};
+                       },
+                       1);
+    else /* OneShot ReduceScatter (kern_coll_check lets no other reduction have it) */
+      direct_reducescatter(r, w);
+    prof_mark_stop(w.prof);
+    return;
+  }
+  /* The ring: the work's channels are channel0.. channel0 + nchannels - 1 (the grid's last). */
+  if (blockIdx.x - w.channel0 >= (unsigned)w.nchannels) return;
+  coll_run<KERN_PROTO_LL, DIRECT_REDUCE>(r, w);
 }
 
-/* Whether a batch is one direct work, which runs in kern_direct_kernel (reductions) or
- * kern_direct_copy_kernel (AllGather, kern_copy.cu). */
-__host__ inline bool coll_batch_lone_direct(const kern_coll_batch_t* b) {
-  return b->nworks == 1 &&
-         (b->works[0].algo == KERN_ALGO_ONESHOT || b->works[0].algo == KERN_ALGO_TWOSHOT);
+/* Whether a batch is one LL work off the tree, which runs in kern_coll_lone_kernel (reductions)
+ * or kern_copy_lone_kernel (Broadcast, AllGather: kern_copy.cu). */
+__host__ inline bool coll_batch_lone_ll(const kern_coll_batch_t* b) {
+  return b->nworks == 1 && b->works[0].proto == KERN_PROTO_LL &&
+         b->works[0].algo != KERN_ALGO_TREE;
 }
 
 /* Tree AllReduces (kern_tree.cuh) have a kernel of their own: a batch holds tree works only
@@ -405,10 +413,10 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
       (const void*)kern_tree_batch_kernel<OP, TYPE, KERN_PROTO_LL>,
       (const void*)kern_tree_batch_kernel<OP, TYPE, KERN_PROTO_LL128>,
       (const void*)kern_tree_batch_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
-  const void* direct = (const void*)kern_direct_kernel<OP, TYPE>;
+  const void* lone = (const void*)kern_coll_lone_kernel<OP, TYPE>;
   if (b == nullptr) {
     cudaFuncAttributes attr;
-    cudaError_t e = cudaFuncGetAttributes(&attr, direct);
+    cudaError_t e = cudaFuncGetAttributes(&attr, lone);
     for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++) {
       e = cudaFuncGetAttributes(&attr, fns[p]);
       if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, tree_fns[p]);
@@ -423,7 +431,7 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   unsigned grid, nt;
   coll_batch_dims(b, tree ? (unsigned)tree_max_threads<OP, TYPE>() : maxt[proto],
                   (unsigned)sizeof(typename red<OP, TYPE>::B), &grid, &nt);
-  const void* fn = tree ? tree_fns[proto] : coll_batch_lone_direct(b) ? direct : fns[proto];
+  const void* fn = tree ? tree_fns[proto] : coll_batch_lone_ll(b) ? lone : fns[proto];
   return kern_launch_prefix(fn, grid, nt, b,
                             KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }

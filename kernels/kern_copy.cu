@@ -17,13 +17,20 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
   coll_batch_run<PROTO, copy_red, DIRECT_COPY>(b);
 }
 
-/* A lone OneShot AllGather: a parameter of one work, as kern_direct_kernel (kern_coll.cuh). */
+/* A lone LL work of the copy kernel (the ring's Broadcast or AllGather, OneShot AllGather): a
+ * parameter of one work, as kern_coll_lone_kernel (kern_coll.cuh). */
 __global__ void __launch_bounds__(KERN_NTHREADS, 1)
-    kern_direct_copy_kernel(const __grid_constant__ kern_coll_batch1_t b) {
+    kern_copy_lone_kernel(const __grid_constant__ kern_coll_batch1_t b) {
   const kern_coll_work_t& w = b.works[0];
-  prof_mark_start(w.prof);
-  direct_allgather(w);
-  prof_mark_stop(w.prof);
+  if (w.algo == KERN_ALGO_ONESHOT) { /* AllGather (kern_coll_check) */
+    prof_mark_start(w.prof);
+    direct_allgather(w);
+    prof_mark_stop(w.prof);
+    return;
+  }
+  if (blockIdx.x - w.channel0 >= (unsigned)w.nchannels) return;
+  const copy_red r(w.scalar_bits, w.scalar_ptr, w.divisor);
+  coll_run<KERN_PROTO_LL, DIRECT_COPY>(r, w);
 }
 
 /* One CTA: part `cta` of op k, over the op's connection `cta` with its peer. */
@@ -66,8 +73,8 @@ template <int PROTO>
 cudaError_t copy_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   unsigned grid, nt;
   coll_batch_dims(b, KERN_NTHREADS, 1, &grid, &nt);
-  const void* fn = coll_batch_lone_direct(b) ? (const void*)kern_direct_copy_kernel
-                                             : (const void*)kern_copy_coll_batch_kernel<PROTO>;
+  const void* fn = coll_batch_lone_ll(b) ? (const void*)kern_copy_lone_kernel
+                                         : (const void*)kern_copy_coll_batch_kernel<PROTO>;
   return kern_launch_prefix(fn, grid, nt, b, KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }
 
@@ -91,7 +98,7 @@ extern "C" cudaError_t kern_copy_preload(void) {
   const void* fns[] = {(const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_LL>,
                        (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_LL128>,
                        (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_SIMPLE>,
-                       (const void*)kern::kern_direct_copy_kernel,
+                       (const void*)kern::kern_copy_lone_kernel,
                        (const void*)kern::kern_p2p_kernel};
   cudaFuncAttributes attr;
   cudaError_t e = cudaSuccess;

@@ -274,7 +274,7 @@ __device__ __forceinline__ void direct_allreduce(const R& r, const kern_coll_wor
     run.out[k] = (char*)it.recvbuff + off * sizeof(B);
     run.nbytes[k] = *cnt * sizeof(B);
   };
-  if (nw == 1) { /* a lone work (kern_direct_kernel: nw is 1 at compile time): no scan */
+  if (nw == 1) { /* a lone work (kern_coll_lone_kernel: nw is 1 at compile time): no scan */
     if (tid == 0) {
       uint64_t cnt;
       part(0, &cnt);

@@ -453,9 +453,10 @@ typedef struct kern_coll_batch {
   kern_coll_work_t works[KERN_COLL_BATCH_MAX]; /* the first nworks are used */
 } kern_coll_batch_t;
 
-/* A batch of one work with its parameter declared at that size: the lone direct works' kernels
- * (kern_coll.cuh: kern_direct_kernel) take it. A launch passes the first
- * KERN_COLL_BATCH_BYTES(1) bytes of a kern_coll_batch_t, the same prefix as for the batch kernel. */
+/* A batch of one work with its parameter declared at that size: the kernels of a lone LL work
+ * (kern_coll.cuh: kern_coll_lone_kernel; kern_copy.cu: kern_copy_lone_kernel) take it. A launch
+ * passes the first KERN_COLL_BATCH_BYTES(1) bytes of a kern_coll_batch_t, the same prefix as for
+ * the batch kernel. */
 typedef struct kern_coll_batch1 {
   uint64_t tag; /* KERN_COLL_BATCH_TAG */
   uint32_t nworks; /* 1 */
