@@ -17,8 +17,9 @@ typedef cudaError_t kern_rc_launch_fn(const kern_reduce_copy_args_t* args, unsig
                                       cudaStream_t stream);
 
 /* One built batch launcher of reduction collectives (kernels.h: kern_coll_batch_t), the one
- * kernel per protocol of its (op, type), which also runs a single work (a batch of one): grid and
- * CTA from the works. Arguments validated: 1..KERN_COLL_BATCH_MAX works of this (op, type), one
+ * kernel per protocol of its (op, type), which also runs a single work (a batch of one), but for
+ * a lone LL work off the tree, which runs in the LL kernel of one work (kern_coll.cuh:
+ * kern_coll_lone_kernel): grid and CTA from the works. Arguments validated: 1..KERN_COLL_BATCH_MAX works of this (op, type), one
  * protocol. batch == NULL: load the instance's kernels only (kern_preload). */
 typedef cudaError_t kern_coll_batch_launch_fn(const kern_coll_batch_t* batch, cudaStream_t stream);
 
