@@ -237,7 +237,7 @@ struct direct_run {
 };
 
 /* What a OneShot run needs of each of its works: the first four words of kern_coll_work_t
- * (kernels.h), which the batch kernel copies to shared memory (direct_items_load). */
+ * (kernels.h), which the batch kernel copies to shared memory (coll_batch_run). */
 struct direct_item {
   kern_prof_rec_t* prof;
   const void* sendbuff;

@@ -303,30 +303,31 @@ ncclResult_t kern_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t str
       return kern_fail(ncclInvalidArgument, "collective batch work %u: another communicator "
                        "(comm %p, work 0's %p)", i, (void*)w->comm, (void*)w0->comm);
   }
-  /* OneShot AllReduces run as one stream per run of joining works (kern_oneshot_joins): each
-   * work gets its run's length from it on (kernels.h: run), in a copy of the batch, and a run's
-   * works must share their CTAs (the plan gives them the same: enqueue_plan_spread_oneshot). */
-  int runs = 0; /* a batch of one runs in the lone direct kernel, which takes no run */
-  for (uint32_t i = 0; b->nworks > 1 && i < b->nworks && !runs; i++)
-    runs = b->works[i].algo == KERN_ALGO_ONESHOT && b->works[i].coll == KERN_COLL_ALLREDUCE;
-  if (!runs) return kern_coll_batch_start(b, stream);
+  /* OneShot AllReduces run as one stream per run of joining works (kern_oneshot_joins): in a
+   * batch of two or more, each such work gets its run's length from it on (kernels.h: run), in
+   * a copy of the batch made at the first run, and a run's works must share their CTAs (the plan
+   * gives them the same: enqueue_plan_spread_oneshot). A batch of one runs in the lone LL
+   * kernel, which takes no run. */
   kern_coll_batch_t m;
-  memcpy(&m, b, KERN_COLL_BATCH_BYTES(b->nworks));
-  for (uint32_t i = 0; i < m.nworks;) {
+  int copied = 0;
+  for (uint32_t i = 0; i < b->nworks;) {
     uint32_t j = i + 1;
-    if (m.works[i].algo == KERN_ALGO_ONESHOT && m.works[i].coll == KERN_COLL_ALLREDUCE) {
-      while (j < m.nworks && kern_oneshot_joins(&m.works[i], &m.works[j])) {
-        if (m.works[j].nchannels != m.works[i].nchannels)
+    if (b->nworks > 1 && b->works[i].algo == KERN_ALGO_ONESHOT &&
+        b->works[i].coll == KERN_COLL_ALLREDUCE) {
+      while (j < b->nworks && kern_oneshot_joins(&b->works[i], &b->works[j])) {
+        if (b->works[j].nchannels != b->works[i].nchannels)
           return kern_fail(ncclInvalidArgument, "collective batch work %u: OneShot AllReduce on "
                            "%d CTAs after work %u's %d; the works of one OneShot run share their "
-                           "CTAs", j, (int)m.works[j].nchannels, i, (int)m.works[i].nchannels);
+                           "CTAs", j, (int)b->works[j].nchannels, i, (int)b->works[i].nchannels);
         j++;
       }
+      if (!copied) memcpy(&m, b, KERN_COLL_BATCH_BYTES(b->nworks));
+      copied = 1;
       for (uint32_t k = i; k < j; k++) m.works[k].run = (int32_t)(j - k);
     }
     i = j;
   }
-  return kern_coll_batch_start(&m, stream);
+  return kern_coll_batch_start(copied ? &m : b, stream);
 }
 
 int kern_coll_available(kern_op_t op, ncclDataType_t type) {
