@@ -87,7 +87,9 @@
 #   torch      test/torch/run.sh TORCH_SIZES (default "1 2 4") when that file exists, with this
 #              script's MPS daemon when a world size exceeds NGPUS; its lines go into the summary
 #   sanitize-check  compute-sanitizer memcheck and racecheck on a 2-rank quick subset of
-#              coll_check (2 GPUs; with one GPU, 2 ranks sharing it)
+#              coll_check (2 GPUs; with one GPU, 2 ranks sharing it); SANITIZE_ARGS replaces
+#              the subset's coll_check options, SANITIZE_TOOLS the tools (default "memcheck
+#              racecheck"), SANITIZE_TIMEOUT each tool's seconds (default 580)
 #   faults[:N] test/multigpu/fault_check (FAULT_ONLY=REGEX picks cases by name, e.g. 'net$';
 #              FAULT_TIMEOUT: seconds per case, default 590): 3 ranks (sharing the GPUs under MPS
 #              when fewer), the last killed in the middle of an all-reduce and of a send/recv
@@ -644,12 +646,15 @@ print(len(ev), "records;", ", ".join("%s=%d" % kv for kv in sorted(c.items())))'
     sanitize-check)
       exe="$build/test/multigpu/coll_check"
       case "${LIB:-choir}" in nvidia) libdir="$ref_lib" ;; *) libdir="$PWD/$build" ;; esac
-      for tool in memcheck racecheck; do
+      # SANITIZE_ARGS replaces the case subset, SANITIZE_TOOLS the tools, SANITIZE_TIMEOUT each
+      # tool's limit (racecheck of the default subset takes minutes with 2 ranks sharing a GPU).
+      read -r -a sargs <<<"${SANITIZE_ARGS:---sizes 1,1023,65539 --types float,int8,bfloat16 --redops sum,premul-dev}"
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
         # One GPU: its 2 ranks share it (threads: no MPS needed).
         LD_LIBRARY_PATH="$libdir" CHOIR_TEST_NDEV=2 CHOIR_TEST_RPG=$(( ngpus < 2 ? 2 : 1 )) \
-          timeout 580 compute-sanitizer --tool "$tool" \
-          --error-exitcode 9 --target-processes all "$exe" --mode threads --sizes 1,1023,65539 \
-          --types float,int8,bfloat16 --redops sum,premul-dev >"$out/sanitize-check-$tool.log" 2>&1
+          timeout "${SANITIZE_TIMEOUT:-580}" compute-sanitizer --tool "$tool" \
+          --error-exitcode 9 --target-processes all "$exe" --mode threads "${sargs[@]}" \
+          >"$out/sanitize-check-$tool.log" 2>&1
         note "compute-sanitizer $tool on coll_check (${LIB:-choir}): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-check-$tool.log" | tail -1) $(grep -E '^coll-check: [0-9]+ cases' "$out/sanitize-check-$tool.log" | tail -1)"
       done
       ;;
