@@ -107,6 +107,7 @@ struct perf_opts {
   int timeout;       /* -T, seconds, 0 = none */
   const char* json;  /* -J */
   int cuda_malloc;   /* --cudamalloc: buffers from cudaMalloc instead of ncclMemAlloc */
+  int local_register; /* -R: 0 none, 1 ncclCommRegister, 2 symmetric windows, as nccl-tests */
   int ranks_per_gpu; /* --ranks-per-gpu: local rank slot i uses device i / ranks_per_gpu */
   int help;          /* -h */
 };

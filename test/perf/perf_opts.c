@@ -140,6 +140,7 @@ static const struct option perf_long_opts[] = {
     {"average", required_argument, NULL, 'a'},
     {"timeout", required_argument, NULL, 'T'},
     {"output_json", required_argument, NULL, 'J'},
+    {"local_register", required_argument, NULL, 'R'},
     {"cudamalloc", no_argument, NULL, PERF_OPT_CUDAMALLOC},
     {"ranks-per-gpu", required_argument, NULL, PERF_OPT_RANKS_PER_GPU},
     {"help", no_argument, NULL, 'h'},
@@ -172,6 +173,7 @@ static const struct perf_int_opt perf_int_opts[] = {
     {'G', 0, 1 << 20, offsetof(struct perf_opts, graph)},
     {'a', 0, 3, offsetof(struct perf_opts, average)},
     {'T', 0, 1 << 24, offsetof(struct perf_opts, timeout)},
+    {'R', 0, 2, offsetof(struct perf_opts, local_register)},
 };
 
 static void perf_opts_defaults(struct perf_opts* o) {
@@ -203,7 +205,7 @@ int perf_opts_parse(struct perf_opts* o, int argc, char** argv, int mpi_build, c
   err[0] = '\0';
   optind = 0; /* full re-initialisation of getopt (GNU), so that parsing can be repeated */
   opterr = 0;
-  while ((c = getopt_long(argc, argv, ":t:g:p:b:e:i:f:n:w:m:c:d:o:r:z:G:a:T:J:h", perf_long_opts,
+  while ((c = getopt_long(argc, argv, ":t:g:p:b:e:i:f:n:w:m:c:d:o:r:z:G:a:T:J:R:h", perf_long_opts,
                           NULL)) != -1) {
     const struct perf_int_opt* io = NULL;
     for (size_t i = 0; i < sizeof perf_int_opts / sizeof perf_int_opts[0]; i++)
@@ -323,6 +325,10 @@ int perf_opts_parse(struct perf_opts* o, int argc, char** argv, int mpi_build, c
                           "grows)");
   if (o->step_factor <= 1 && o->step_bytes == 0 && o->min_bytes != o->max_bytes)
     return perf_opts_fail(err, errlen, "option -i (--stepbytes): must be at least 1");
+  if (o->local_register == 2 && o->cuda_malloc)
+    return perf_opts_fail(err, errlen,
+                          "option -R (--local_register) 2: symmetric windows need ncclMemAlloc "
+                          "buffers; drop --cudamalloc");
   if (o->graph > 0 && o->blocking > 0)
     return perf_opts_fail(err, errlen,
                           "option -z (--blocking): cannot be combined with -G (a CUDA graph "
@@ -363,6 +369,9 @@ void perf_opts_usage(FILE* f, const char* prog, int mpi_build) {
          "  -T, --timeout S        fail with a message when an operation or the initialisation\n"
          "                         takes more than S seconds (default 0: no limit)\n"
          "  -J, --output_json FILE write the results as JSON too\n"
+         "  -R, --local_register N 1: register the buffers (ncclCommRegister); 2: as symmetric\n"
+         "                         windows (ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC),\n"
+         "                         as nccl-tests (default 0)\n"
          "      --cudamalloc       buffers from cudaMalloc (default: ncclMemAlloc, as nccl-tests)\n"
          "      --ranks-per-gpu R  R ranks on each GPU (default 1): -t/-g/-p still count ranks;\n"
          "                         local rank i uses device i / R; sets\n"

@@ -55,6 +55,10 @@ struct perf_gpu {
   struct perf_check_out* out;  /* [0] elements, [1] guard bytes */
   cudaGraph_t graph;
   cudaGraphExec_t exec;
+  void* send_reg; /* -R 1: ncclCommRegister's handles */
+  void* recv_reg;
+  ncclWindow_t send_win; /* -R 2: the windows */
+  ncclWindow_t recv_win;
 };
 
 struct perf_ctx;
@@ -703,6 +707,29 @@ static void perf_worker_setup(struct perf_worker* wk) {
     }
     PERF_NCCL(wk, ncclGroupEnd());
   }
+  const size_t bytes = ctx->alloc + PERF_GUARD_BYTES;
+  if (ctx->o->local_register == 1) {
+    perf_phase(wk, 0, "ncclCommRegister of the buffers");
+    for (int g = 0; g < ctx->ngpus; g++) {
+      struct perf_gpu* gp = &wk->gpus[g];
+      PERF_CUDA(wk, cudaSetDevice(gp->dev));
+      PERF_NCCL(wk, ncclCommRegister(gp->comm, gp->send, bytes, &gp->send_reg));
+      PERF_NCCL(wk, ncclCommRegister(gp->comm, gp->recv, bytes, &gp->recv_reg));
+    }
+  } else if (ctx->o->local_register == 2) {
+    /* Collective: every rank of this worker in one group. */
+    perf_phase(wk, 0, "ncclCommWindowRegister of the buffers");
+    PERF_NCCL(wk, ncclGroupStart());
+    for (int g = 0; g < ctx->ngpus; g++) {
+      struct perf_gpu* gp = &wk->gpus[g];
+      PERF_CUDA(wk, cudaSetDevice(gp->dev));
+      PERF_NCCL(wk, ncclCommWindowRegister(gp->comm, gp->send, bytes, &gp->send_win,
+                                           NCCL_WIN_COLL_SYMMETRIC));
+      PERF_NCCL(wk, ncclCommWindowRegister(gp->comm, gp->recv, bytes, &gp->recv_win,
+                                           NCCL_WIN_COLL_SYMMETRIC));
+    }
+    PERF_NCCL(wk, ncclGroupEnd());
+  }
   perf_phase_end(wk);
 }
 
@@ -710,8 +737,13 @@ static void perf_worker_teardown(struct perf_worker* wk) {
   struct perf_ctx* ctx = wk->ctx;
   perf_phase(wk, 0, "ncclCommDestroy");
   for (int g = 0; g < ctx->ngpus; g++) {
-    PERF_CUDA(wk, cudaSetDevice(wk->gpus[g].dev));
-    PERF_NCCL(wk, ncclCommDestroy(wk->gpus[g].comm));
+    struct perf_gpu* gp = &wk->gpus[g];
+    PERF_CUDA(wk, cudaSetDevice(gp->dev));
+    if (gp->send_reg) PERF_NCCL(wk, ncclCommDeregister(gp->comm, gp->send_reg));
+    if (gp->recv_reg) PERF_NCCL(wk, ncclCommDeregister(gp->comm, gp->recv_reg));
+    if (gp->send_win) PERF_NCCL(wk, ncclCommWindowDeregister(gp->comm, gp->send_win));
+    if (gp->recv_win) PERF_NCCL(wk, ncclCommWindowDeregister(gp->comm, gp->recv_win));
+    PERF_NCCL(wk, ncclCommDestroy(gp->comm));
   }
   perf_phase_end(wk);
   for (int g = 0; g < ctx->ngpus; g++) {

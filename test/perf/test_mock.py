@@ -95,6 +95,15 @@ def test_output(bin_dir):
               "JSON row", str(r))
         check(doc["out_of_bounds"] == {"count": 0, "okay": True}, "JSON footer", str(doc))
 
+    # -R 1 and -R 2 register the buffers (and deregister them before the communicators go):
+    # the data is still checked.
+    for reg in ("1", "2"):
+        rc, out, err = run(bin_dir, "all_reduce", ["-b", "8", "-e", "1K", "-f", "4", "-g", "3",
+                                                    "-t", "2", "-R", reg, "-c", "1"])
+        rows = data_rows(out)
+        check(rc == 0 and len(rows) == 4 and all(r[8] == "0" and r[12] == "0" for r in rows),
+              "all_reduce -R %s" % reg, out + err)
+
     rc, out, err = run(bin_dir, "broadcast", ["-b", "64", "-e", "64", "-g", "2", "-c", "0"])
     check(rc == 0 and data_rows(out)[0][8] == "N/A" and data_rows(out)[0][12] == "N/A",
           "-c 0 prints N/A", out + err)

@@ -70,6 +70,10 @@ static void test_all_options(void) {
   for (int t = 0; t < REF_NTYPES; t++) CHECK_MSG(o.types[t] == t, "type %d in order", t);
   for (int p = 0; p < REF_NOPS; p++) CHECK_MSG(o.ops[p] == p, "op %d in order", p);
 
+  CHECK_MSG(o.local_register == 0, "no registration by default");
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "-R", "2", NULL) == 0 && o.local_register == 2, "-R 2");
+  CHECK_MSG(parse(&o, 0, err, sizeof err, "--local_register=1", NULL) == 0 && o.local_register == 1,
+            "--local_register=1");
   CHECK_MSG(o.cuda_malloc == 0, "ncclMemAlloc by default");
   CHECK_MSG(parse(&o, 0, err, sizeof err, "--cudamalloc", NULL) == 0 && o.cuda_malloc == 1,
         "--cudamalloc");
@@ -219,7 +223,9 @@ static void test_errors(void) {
   expect_error("ranks per gpu missing", "option --ranks-per-gpu: missing argument",
                "--ranks-per-gpu", NULL);
   /* Long option only: the short letters are nccl-tests'. */
-  expect_error("no short letter", "unknown option -R", "-R", "2", NULL);
+  expect_error("no short letter", "unknown option -Q", "-Q", "2", NULL);
+  expect_error("-R out of range", "-R", "-R", "3", NULL);
+  expect_error("-R 2 with cudaMalloc", "drop --cudamalloc", "-R", "2", "--cudamalloc", NULL);
 }
 
 int main(void) {

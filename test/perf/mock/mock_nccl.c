@@ -490,6 +490,51 @@ ncclResult_t ncclMemFree(void* ptr) {
   return ncclSuccess;
 }
 
+/* Registration (-R): the mock moves data on the host, so a handle only has to be real enough to
+ * be given back once: a small allocation that remembers the buffer. */
+struct mock_reg {
+  unsigned magic;
+  const void* buff;
+};
+#define MOCK_REG_MAGIC 0x6d726567u
+
+static ncclResult_t mock_reg_new(ncclComm_t comm, const void* buff, size_t size, void** handle) {
+  if (comm == NULL || buff == NULL || size == 0 || handle == NULL) return ncclInvalidArgument;
+  struct mock_reg* r = malloc(sizeof(*r));
+  if (r == NULL) return ncclSystemError;
+  *r = (struct mock_reg){MOCK_REG_MAGIC, buff};
+  *handle = r;
+  return ncclSuccess;
+}
+
+static ncclResult_t mock_reg_free(void* handle) {
+  struct mock_reg* r = handle;
+  if (r == NULL || r->magic != MOCK_REG_MAGIC) return ncclInvalidArgument;
+  r->magic = 0;
+  free(r);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return mock_reg_new(comm, buff, size, handle);
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  (void)comm;
+  return mock_reg_free(handle);
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                    int winFlags) {
+  (void)winFlags;
+  return mock_reg_new(comm, buff, size, (void**)win);
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  (void)comm;
+  return mock_reg_free(win);
+}
+
 ncclResult_t ncclGetVersion(int* version) {
   *version = NCCL_VERSION_CODE;
   return ncclSuccess;
