@@ -344,6 +344,21 @@ __global__ void __launch_bounds__(coll_max_threads<OP, TYPE, KERN_PROTO_LL>(), 1
   coll_run<KERN_PROTO_LL, DIRECT_REDUCE>(r, w);
 }
 
+/* SymTwoShot (kern_direct.cuh: an AllReduce on symmetric windows) runs alone (the plan never
+ * batches it) in a kernel of its own: its n-source reduce-copy beside the LL kernels' code spilled
+ * registers (avg, 512 threads). Never premulsum (its scalar is per rank): that instance is
+ * empty. */
+template <int OP, int TYPE>
+__global__ void __launch_bounds__(KERN_NTHREADS, 1)
+    kern_coll_sym_kernel(const __grid_constant__ kern_coll_batch1_t b) {
+  if constexpr (OP != KERN_OP_PREMULSUM) {
+    const kern_coll_work_t& w = b.works[0];
+    prof_mark_start(w.prof);
+    direct_allreduce_sym(red<OP, TYPE>(w.scalar_bits, w.scalar_ptr, w.divisor), w);
+    prof_mark_stop(w.prof);
+  }
+}
+
 /* Whether a batch is one LL work off the tree, which runs in kern_coll_lone_kernel (reductions)
  * or kern_copy_lone_kernel (Broadcast, AllGather: kern_copy.cu). */
 __host__ inline bool coll_batch_lone_ll(const kern_coll_batch_t* b) {
@@ -414,9 +429,11 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
       (const void*)kern_tree_batch_kernel<OP, TYPE, KERN_PROTO_LL128>,
       (const void*)kern_tree_batch_kernel<OP, TYPE, KERN_PROTO_SIMPLE>};
   const void* lone = (const void*)kern_coll_lone_kernel<OP, TYPE>;
+  const void* sym = (const void*)kern_coll_sym_kernel<OP, TYPE>;
   if (b == nullptr) {
     cudaFuncAttributes attr;
     cudaError_t e = cudaFuncGetAttributes(&attr, lone);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, sym);
     for (int p = 0; p < KERN_PROTO_NUM && e == cudaSuccess; p++) {
       e = cudaFuncGetAttributes(&attr, fns[p]);
       if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, tree_fns[p]);
@@ -431,7 +448,10 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   unsigned grid, nt;
   coll_batch_dims(b, tree ? (unsigned)tree_max_threads<OP, TYPE>() : maxt[proto],
                   (unsigned)sizeof(typename red<OP, TYPE>::B), &grid, &nt);
-  const void* fn = tree ? tree_fns[proto] : coll_batch_lone_ll(b) ? lone : fns[proto];
+  const void* fn = tree                                      ? tree_fns[proto]
+                   : b->works[0].algo == KERN_ALGO_SYMTWOSHOT ? sym /* alone: kern_launch.c */
+                   : coll_batch_lone_ll(b)                    ? lone
+                                                              : fns[proto];
   return kern_launch_prefix(fn, grid, nt, b,
                             KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }

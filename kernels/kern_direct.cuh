@@ -553,6 +553,96 @@ __device__ __forceinline__ void direct_reducescatter(const R& r, const kern_coll
   direct_close(comm, sh);
 }
 
+/* A barrier of this CTA with CTA blockIdx.x of every peer: one step of the direct connections
+ * whose line 0 carries `tag` (the LL flag makes it this step's). Thread 0 writes every peer's
+ * line, then waits for every peer's; when `release`, every thread's earlier stores (to peers'
+ * memory too) are fenced at system scope before the barrier's lines go out; after the barrier,
+ * thread 0's fence orders every later load after the peers' lines (acquire), and the CTA's
+ * barrier in direct_advance passes that on to every thread. False when the communicator was
+ * aborted, or a peer's line carries another tag (ranks that took different algorithms: a
+ * misuse, since windows are collective; the kernel traps rather than mix data). */
+__device__ __forceinline__ bool direct_barrier(kern_comm_t* comm, direct_state& sh, uint32_t tag,
+                                               bool release, bool more) {
+  const int n = comm->nranks, me = comm->rank;
+  if (release) __threadfence_system();
+  direct_room(comm, sh, 1); /* its CTA barrier orders every thread's stores before the lines */
+  if (sh.aborted) return false;
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < n; q++)
+      if (q != me) direct_put(sh, q, 0, 0, make_uint2(tag, (uint32_t)me));
+    bool ok = direct_take_peers(comm, sh, direct_peer_mask(comm), 0, 0, [&](int q, uint2 v) {
+      if (v.x != tag || v.y != (uint32_t)q) __trap();
+    });
+    if (ok) __threadfence_system();
+  }
+  direct_advance(comm, sh, 1, more);
+  return !sh.aborted;
+}
+
+#define DIRECT_SYM_ENTER 0x53594d45u /* "SYME" */
+#define DIRECT_SYM_LEAVE 0x53594d4cu /* "SYML" */
+
+/* SymTwoShot AllReduce (KERN_ALGO_SYMTWOSHOT): sendbuff and recvbuff lie in symmetric windows,
+ * so every rank's copy of them is mapped here (w.sym_send0, w.sym_recv0, rank q's copy q x
+ * stride further). CTA g takes part g of the buffer (as the ring splits over channels) and cuts
+ * it into n slices, slice q reduced by rank q:
+ *   1. a barrier with every peer's CTA g: every rank's input is written (earlier work on its
+ *      stream is done) and its output free;
+ *   2. slice q of every rank's input, reduced in rank order, into this rank's output (rc_run
+ *      with n sources, the pre-op applied to each: avg; premulsum, whose scalar is per rank, never
+ *      comes here), then, after a CTA barrier, copied from there into every peer's output, two
+ *      peers a pass;
+ *   3. a barrier again (after a system fence): every peer is done reading this rank's input and
+ *      writing its output, so the kernel may end and the user reuse both.
+ * Each slice is read and written by one rank only, so in place (sendbuff == recvbuff) needs no
+ * more: rank q reads slice q of every input before it writes slice q of any output. Each rank
+ * moves its data once in and once out, and no step capacity bounds a round. */
+template <class R>
+__device__ __forceinline__ void direct_allreduce_sym(const R& r, const kern_coll_work_t& w) {
+  using B = typename R::B;
+  kern_comm_t* comm = w.comm;
+  const int n = comm->nranks, me = comm->rank;
+  if ((int)blockIdx.x >= w.nchannels) return; /* the same for the whole CTA */
+  __shared__ direct_state sh;
+  (void)direct_open(comm, w, sh);
+  const uint64_t stride = (uint64_t)w.sym_stride4g << 32;
+  const uint64_t unit = KERN_RC_VEC_BYTES / sizeof(B);
+  uint64_t off, cnt, so, sc;
+  kern_split_part(w.count, unit, (uint32_t)w.nchannels, blockIdx.x, &off, &cnt);
+  kern_split_part(cnt, unit, (uint32_t)n, (uint32_t)me, &so, &sc);
+  const uint64_t at = (off + so) * sizeof(B);
+  const uint32_t warp = threadIdx.x / 32, nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
+  if (direct_barrier(comm, sh, DIRECT_SYM_ENTER, false, true) && sc > 0) {
+    rc_ptrs p;
+#pragma unroll
+    for (int q = 0; q < KERN_RC_MAX_SRCS; q++)
+      p.src[q] = q >= n ? nullptr
+                 : q == me ? (const char*)w.sendbuff + at
+                           : w.sym_send0 + (uint64_t)q * stride + at;
+    p.dst[0] = (char*)w.recvbuff + at;
+    p.dst[1] = nullptr;
+    rc_run(r, p, sc, n, 1, R::has_pre ? (1u << n) - 1u : 0u, R::has_post, warp, nwarps, lane);
+    __syncthreads(); /* the slice is whole in this rank's output before any thread copies it */
+    /* The peers k = 0..n-2 (rank k, or k + 1 from this rank on), two a pass: indices fixed at
+     * compile time, so that the pointers stay in registers. */
+    auto peer_out = [&](int k) {
+      return w.sym_recv0 + (uint64_t)(k < me ? k : k + 1) * stride + at;
+    };
+    for (int k = 0; k < n - 1; k += 2) {
+      rc_ptrs c;
+      c.src[0] = (const char*)w.recvbuff + at;
+#pragma unroll
+      for (int x = 1; x < KERN_RC_MAX_SRCS; x++) c.src[x] = nullptr;
+      c.dst[0] = peer_out(k);
+      const bool two = k + 1 < n - 1;
+      c.dst[1] = two ? peer_out(k + 1) : nullptr;
+      rc_run(r, c, sc, 1, two ? 2 : 1, 0u, false, warp, nwarps, lane); /* one source: a copy */
+    }
+  }
+  if (!sh.aborted) direct_barrier(comm, sh, DIRECT_SYM_LEAVE, true, false);
+  direct_close(comm, sh);
+}
+
 } /* namespace kern */
 
 #endif

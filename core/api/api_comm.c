@@ -198,7 +198,7 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
     WARN("%s: winFlags %#x is not NCCL_WIN_DEFAULT or NCCL_WIN_COLL_SYMMETRIC", f, winFlags);
     return enqueue_group_fail(ncclInvalidArgument);
   }
-  return enqueue_group_fail(comm_win_submit(comm, buff, size, win));
+  return enqueue_group_fail(comm_win_submit(comm, buff, size, winFlags, win));
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {

@@ -88,6 +88,8 @@ typedef struct comm_win_desc {
   uint64_t host_hash; /* the LSA team: ranks of one host */
   int32_t err;        /* COMM_WIN_*: why it cannot register */
   int32_t rank;
+  int32_t flags;      /* winFlags (NCCL_WIN_*): the same on every rank */
+  int32_t pad;
 } comm_win_desc_t;
 
 #define COMM_WIN_MAX_LSA 64
@@ -100,17 +102,19 @@ typedef struct comm_win_plan {
   uint64_t offset;                 /* of the buffers in their allocations */
 } comm_win_plan_t;
 
-/* The agreement rules: every rank able to register, same registration count and size, equal
- * offsets on one host. ncclSuccess and the plan, or the error and why (naming the ranks). */
+/* The agreement rules: every rank able to register, same registration count, size and winFlags,
+ * equal offsets on one host. ncclSuccess and the plan, or the error and why (naming the ranks). */
 ncclResult_t comm_win_agree(const comm_win_desc_t* d, int n, int me, comm_win_plan_t* plan,
                             char* why, size_t whylen);
 void comm_wins_init(comm_wins_t* w);
 /* Frees what is still registered (at destroy). */
 void comm_wins_free(ncclComm_t comm);
 /* Collective: register buff (size bytes) now, on every rank. */
-ncclResult_t comm_win_register(ncclComm_t comm, void* buff, size_t size, comm_win_t** win_p);
+ncclResult_t comm_win_register(ncclComm_t comm, void* buff, size_t size, int flags,
+                               comm_win_t** win_p);
 /* ncclCommWindowRegister: now, or at the end of the calling thread's group. */
-ncclResult_t comm_win_submit(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win_p);
+ncclResult_t comm_win_submit(ncclComm_t comm, void* buff, size_t size, int flags,
+                             ncclWindow_t* win_p);
 /* Local: unmap this rank's view of win. */
 ncclResult_t comm_win_deregister(ncclComm_t comm, ncclWindow_t win);
 

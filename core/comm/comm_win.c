@@ -90,6 +90,12 @@ ncclResult_t comm_win_agree(const comm_win_desc_t* d, int n, int me, comm_win_pl
                r, (unsigned long long)d[r].seq + 1, (unsigned long long)d[0].seq + 1);
       return ncclInvalidUsage;
     }
+    if (d[r].flags != d[0].flags) {
+      snprintf(why, whylen, "rank %d registers its window with winFlags %#x and rank 0 with %#x: "
+               "every rank passes the same winFlags (NCCL_WIN_COLL_SYMMETRIC on all or none)",
+               r, (unsigned)d[r].flags, (unsigned)d[0].flags);
+      return ncclInvalidUsage;
+    }
     if (d[r].size != d[0].size) {
       snprintf(why, whylen, "rank %d registers %llu bytes and rank 0 %llu: every rank registers "
                "a buffer of the same size", r, (unsigned long long)d[r].size,
@@ -155,6 +161,7 @@ void comm_wins_free(ncclComm_t comm) {
   int n = 0;
   for (comm_win_t *w = ws->head, *next; w; w = next) {
     next = w->next;
+    if (comm->dp != NULL) enqueue_comm_window_remove(comm->dp, w->host.lsaFlatBase);
     comm_win_free(w);
     n++;
   }
@@ -170,10 +177,11 @@ void comm_wins_free(ncclComm_t comm) {
 
 /* This rank's description of the buffer it registers, and its allocation's descriptor (-1 when
  * it has none). */
-static void comm_win_describe(ncclComm_t comm, void* buff, size_t size, comm_win_desc_t* d,
-                              int* fd_p) {
+static void comm_win_describe(ncclComm_t comm, void* buff, size_t size, int flags,
+                              comm_win_desc_t* d, int* fd_p) {
   memset(d, 0, sizeof(*d));
   d->magic = WIN_MAGIC;
+  d->flags = flags;
   d->rank = comm->rank;
   d->seq = comm->wins.seq;
   d->size = size;
@@ -247,7 +255,8 @@ fail:
   return res;
 }
 
-ncclResult_t comm_win_register(ncclComm_t comm, void* buff, size_t size, comm_win_t** win_p) {
+ncclResult_t comm_win_register(ncclComm_t comm, void* buff, size_t size, int flags,
+                               comm_win_t** win_p) {
   const char* f = "ncclCommWindowRegister";
   comm_wins_t* ws = &comm->wins;
   ncclResult_t res = ncclSuccess;
@@ -261,7 +270,7 @@ ncclResult_t comm_win_register(ncclComm_t comm, void* buff, size_t size, comm_wi
   /* The socket is bound before the allgather: once that is done every peer can be sent to. */
   if (ws->sock.fd < 0) CHECK_GOTO(ipcsock_open(&ws->sock, comm->comm_hash, comm->rank), res, out);
   CHECK_GOTO(MEM_CALLOC(&all, (size_t)comm->nranks), res, out);
-  comm_win_describe(comm, buff, size, &all[comm->rank], &own_fd);
+  comm_win_describe(comm, buff, size, flags, &all[comm->rank], &own_fd);
   CHECK_GOTO(bootstrap_allgather(comm->bootstrap, all, sizeof(*all)), res, out);
   comm_win_plan_t plan;
   res = comm_win_agree(all, comm->nranks, comm->rank, &plan, why, sizeof(why));
@@ -275,6 +284,16 @@ ncclResult_t comm_win_register(ncclComm_t comm, void* buff, size_t size, comm_wi
   for (int i = 0; i < plan.nlsa; i++)
     if (fds[i] >= 0 && fds[i] != own_fd) close(fds[i]);
   if (res != ncclSuccess) goto out;
+  /* The data path may read and write a symmetric one directly (SymTwoShot): every rank passes
+   * buffers at the same offset of it, which NCCL_WIN_COLL_SYMMETRIC promises. */
+  if (comm->dp != NULL && (flags & NCCL_WIN_COLL_SYMMETRIC))
+    res = enqueue_comm_window_add(comm->dp, buff, size, (*win_p)->host.lsaFlatBase,
+                                  (*win_p)->host.stride4G, plan.nlsa);
+  if (res != ncclSuccess) {
+    comm_win_free(*win_p);
+    *win_p = NULL;
+    goto out;
+  }
   pthread_mutex_lock(&ws->lock);
   (*win_p)->next = ws->head;
   ws->head = *win_p;
@@ -304,6 +323,7 @@ ncclResult_t comm_win_deregister(ncclComm_t comm, ncclWindow_t win) {
          "(rank %d), or was deregistered already", (void*)win, comm->rank);
     return ncclInvalidArgument;
   }
+  if (comm->dp != NULL) enqueue_comm_window_remove(comm->dp, w->host.lsaFlatBase);
   comm_win_free(w);
   return ncclSuccess;
 }
@@ -408,7 +428,7 @@ static ncclResult_t comm_devcomm_create(ncclComm_t comm, const comm_devcomm_layo
   else
     WARN("ncclDevCommCreate: rank %d could not allocate its %zu-byte resource window with cuMem",
          comm->rank, l->bytes);
-  if (res == ncclSuccess) res = comm_win_register(comm, d->res_base, l->bytes, &d->res_win);
+  if (res == ncclSuccess) res = comm_win_register(comm, d->res_base, l->bytes, NCCL_WIN_DEFAULT, &d->res_win);
   if (res == ncclSuccess) res = comm_devcomm_table(comm, &d->table);
   if (res != ncclSuccess) {
     if (d->res_win != NULL) comm_win_deregister(comm, (ncclWindow_t)d->res_win->dev);
@@ -470,6 +490,7 @@ struct win_job {
   ncclComm_t comm;
   void* buff;
   size_t size;
+  int flags;
   ncclWindow_t* win_p;
   comm_win_t* win;
   comm_devcomm_layout_t layout;
@@ -493,7 +514,7 @@ static ncclResult_t win_job_run(group_job_t* job) {
     }
     pthread_mutex_unlock(&ws->lock);
     if (h == NULL) break; /* cannot happen: j is in the queue until done */
-    h->res = h->kind == WIN_JOB_REGISTER ? comm_win_register(h->comm, h->buff, h->size, &h->win)
+    h->res = h->kind == WIN_JOB_REGISTER ? comm_win_register(h->comm, h->buff, h->size, h->flags, &h->win)
                                          : comm_devcomm_create(h->comm, &h->layout, &h->dev);
     h->done = true;
   }
@@ -538,13 +559,15 @@ static ncclResult_t win_job_submit(win_job_t* j) {
   return enqueue_job_submit(&j->base);
 }
 
-ncclResult_t comm_win_submit(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win_p) {
+ncclResult_t comm_win_submit(ncclComm_t comm, void* buff, size_t size, int flags,
+                             ncclWindow_t* win_p) {
   win_job_t* j = NULL;
   CHECK(MEM_CALLOC(&j, 1));
   j->kind = WIN_JOB_REGISTER;
   j->comm = comm;
   j->buff = buff;
   j->size = size;
+  j->flags = flags;
   j->win_p = win_p;
   *win_p = NULL;
   return win_job_submit(j);

@@ -138,6 +138,14 @@ void enqueue_comm_last_op(enq_comm_t* dp, char* buf, size_t size);
 ncclResult_t enqueue_comm_finalize(enq_comm_t* dp);
 /* Free everything (after finalize, or after abort). Safe with NULL. */
 void enqueue_comm_destroy(enq_comm_t* dp);
+/* Symmetric windows (comm_win.c) the data path may read and write directly: buff..buff+size of
+ * this rank, LSA rank q's copy at flat0 + q * stride4g x 4 GiB (flat0: LSA rank 0's copy of
+ * buff), nlsa ranks in the LSA team. A collective whose buffers lie in windows of a team that
+ * holds every rank of the communicator may take SymTwoShot (CHOIR_SYM_KERNELS). Any thread. */
+ncclResult_t enqueue_comm_window_add(enq_comm_t* dp, const void* buff, size_t size, char* flat0,
+                                     uint32_t stride4g, int nlsa);
+/* Forget the window whose flat0 this is (each window has a flat range of its own). */
+void enqueue_comm_window_remove(enq_comm_t* dp, const char* flat0);
 /* Take dp out of the calling thread's open group, dropping the operations it queued there (for a
  * communicator destroyed before the ncclGroupEnd that would launch them). Returns how many were
  * dropped. Safe with NULL. */

@@ -411,6 +411,7 @@ ncclResult_t enqueue_comm_create(const enq_comm_args_t* a, enq_comm_t** dp_p) {
   enq_comm_t* dp = NULL;
   CHECK(MEM_CALLOC(&dp, 1));
   ncclResult_t res = ncclSuccess;
+  pthread_mutex_init(&dp->wins_lock, NULL);
   dp->rank = a->rank;
   dp->nranks = a->nranks;
   dp->cuda_dev = a->cuda_dev;
@@ -774,9 +775,43 @@ void enqueue_comm_destroy(enq_comm_t* dp) {
   free(dp->ops);
   free(dp->plans);
   free(dp->redops);
+  free(dp->wins);
+  pthread_mutex_destroy(&dp->wins_lock);
   enq_prof_group_close(dp); /* a group left open by a destroyed communicator */
   prof_destroy(dp->prof);
   free(dp);
+}
+
+ncclResult_t enqueue_comm_window_add(enq_comm_t* dp, const void* buff, size_t size, char* flat0,
+                                     uint32_t stride4g, int nlsa) {
+  ncclResult_t res = ncclSuccess;
+  pthread_mutex_lock(&dp->wins_lock);
+  if (dp->nwins == dp->wins_cap) {
+    const int cap = dp->wins_cap ? 2 * dp->wins_cap : 4;
+    enq_win_t* w = realloc(dp->wins, sizeof(*w) * (size_t)cap);
+    if (w == NULL) {
+      WARN("rank %d: out of memory recording window %p for the data path", dp->rank, buff);
+      res = ncclSystemError;
+    } else {
+      dp->wins = w;
+      dp->wins_cap = cap;
+    }
+  }
+  if (res == ncclSuccess)
+    dp->wins[dp->nwins++] = (enq_win_t){.buff = (const char*)buff, .size = size, .flat0 = flat0,
+                                        .stride4g = stride4g, .nlsa = nlsa};
+  pthread_mutex_unlock(&dp->wins_lock);
+  return res;
+}
+
+void enqueue_comm_window_remove(enq_comm_t* dp, const char* flat0) {
+  pthread_mutex_lock(&dp->wins_lock);
+  for (int i = 0; i < dp->nwins; i++) {
+    if (dp->wins[i].flat0 != flat0) continue;
+    dp->wins[i] = dp->wins[--dp->nwins];
+    break;
+  }
+  pthread_mutex_unlock(&dp->wins_lock);
 }
 
 size_t enqueue_type_size(ncclDataType_t type) { return kern_type_size(type); }

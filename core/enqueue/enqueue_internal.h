@@ -7,6 +7,7 @@
 #define CHOIR_ENQUEUE_INTERNAL_H
 
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 
 #include "enqueue.h"
 #include "kernels.h"
@@ -166,7 +167,21 @@ struct enq_comm {
   uint8_t* kch_channel;
   uint64_t kch_head, kch_tail;
   int kch_failed; /* the allocation failed once: no KernelCh events on this communicator */
+  /* Symmetric windows (enqueue_comm_window_add), under wins_lock: registration runs on the
+   * group's job thread, planning on the thread that ends a group. */
+  pthread_mutex_t wins_lock;
+  struct enq_win* wins;
+  int nwins, wins_cap;
 };
+
+/* A symmetric window as the plan sees it (enqueue_comm_window_add). */
+typedef struct enq_win {
+  const char* buff;
+  size_t size;
+  char* flat0;
+  uint32_t stride4g;
+  int nlsa;
+} enq_win_t;
 
 /* The plan of one collective: what tune_choose decided, as the kernel's work descriptor takes
  * it. Every rank derives the same plan from the same call (tune_choose is deterministic given
@@ -179,6 +194,10 @@ typedef struct enq_plan {
   uint32_t chunk_bytes; /* data bytes per step at most */
   float time_us;        /* the model's estimate */
   int channel0;         /* the ring's first channel (enqueue_plan_spread_ring); 0 otherwise */
+  /* SymTwoShot: LSA rank 0's copies of recvbuff and sendbuff, the windows' stride (kernels.h) */
+  char* sym_recv0;
+  const char* sym_send0;
+  uint32_t sym_stride4g;
 } enq_plan_t;
 
 /* The plan of collective op (count > 0) in a group of num_pipe_ops collectives, on t (the
@@ -189,6 +208,18 @@ typedef struct enq_plan {
 ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int num_pipe_ops,
                                const uint32_t ring_slot_bytes[KERN_PROTO_NUM], int ring_nchannels,
                                int tree_nchannels, enq_plan_t* plan_p);
+/* Whether AllReduce op takes SymTwoShot (kernels.h; CHOIR_SYM_KERNELS = mode): its buffers inside
+ * windows wins[0..nwins) of a team of all nranks ranks, with one stride; not premulsum (its
+ * scalar is per rank, and each rank here reduces the others' data); the direct connections made
+ * (direct_ctas > 0: CTAs at most, and at most cta_cap when > 0). Mode 0: never; 1: where the
+ * model chose anything but OneShot (whose one LL hop beats SymTwoShot's two barriers at the
+ * smallest sizes); 2: always. Then the plan becomes SymTwoShot's (CTAs and threads by bytes, the
+ * windows' copies and stride) and 1 is returned; 0 leaves it. Every rank decides alike when every
+ * rank's buffers lie in windows, which windows' collective registration asks of the user, as
+ * NCCL's symmetric kernels do. */
+int enqueue_plan_sym(const enq_win_t* wins, int nwins, int nranks, int direct_ctas, int cta_cap,
+                     int64_t mode, const enq_op_t* op, enq_plan_t* plan);
+
 /* What decides whether two planned collectives may share a launch (kernels.h:
  * kern_coll_batch_t): the kernel (the protocol; for reductions the kernel operator and the type;
  * Broadcast and AllGather share the copy kernel, marked op = type = -1). Not the stream: a group
@@ -196,6 +227,7 @@ ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int nu
  * (NCCL's rule), so the batches depend on the calls alone, equal on every rank. */
 typedef struct enq_batch_key {
   int tree; /* tree works run in a kernel of their own (kern_tree.cuh) */
+  int solo; /* SymTwoShot: a launch of its own (kern_coll_sym_kernel) */
   int proto;
   int op;   /* kern_op_t, or -1: the copy kernel */
   int type; /* ncclDataType_t, or -1: the copy kernel */

@@ -220,6 +220,74 @@ static int enq_reduces(enq_kind_t k) {
   return k == ENQ_REDUCE || k == ENQ_REDUCESCATTER || k == ENQ_ALLREDUCE;
 }
 
+/* ---- SymTwoShot: AllReduce on symmetric windows ------------------------------------------ */
+
+/* Where LSA rank 0's copy of [p, p + bytes) lies, and the window's stride, when the range is
+ * inside one of wins[0..nwins) whose team holds all nranks ranks. */
+static int enq_win_find(const enq_win_t* wins, int nwins, int nranks, const void* p,
+                        uint64_t bytes, char** flat0, uint32_t* stride4g) {
+  const char* c = (const char*)p;
+  for (int i = 0; i < nwins; i++) {
+    const enq_win_t* w = &wins[i];
+    if (w->nlsa != nranks || c < w->buff || (uint64_t)(c - w->buff) > w->size ||
+        bytes > w->size - (uint64_t)(c - w->buff))
+      continue;
+    *flat0 = w->flat0 + (c - w->buff);
+    *stride4g = w->stride4g;
+    return 1;
+  }
+  return 0;
+}
+
+#define ENQ_SYM_BYTES_PER_CTA 65536 /* a CTA more per this many bytes, up to the direct CTAs */
+#define ENQ_SYM_CHUNK 1024 /* the barriers' steps need a chunk; they carry one line */
+
+int enqueue_plan_sym(const enq_win_t* wins, int nwins, int nranks, int direct_ctas, int cta_cap,
+                     int64_t mode, const enq_op_t* op, enq_plan_t* plan) {
+  if (mode == 0 || op->kind != ENQ_ALLREDUCE || op->count == 0 || direct_ctas < 1 ||
+      nranks < 2 || nranks > KERN_DIRECT_MAX_RANKS || kern_op_from_nccl(op->op) == KERN_OP_PREMULSUM)
+    return 0;
+  if (mode == 1 && plan->algo == TUNE_ALGO_ONESHOT) return 0;
+  const uint64_t bytes = (uint64_t)op->count * kern_type_size(op->type);
+  char *s0 = NULL, *r0 = NULL;
+  uint32_t ss = 0, rs = 0;
+  if (!enq_win_find(wins, nwins, nranks, op->sendbuff, bytes, &s0, &ss) ||
+      !enq_win_find(wins, nwins, nranks, op->recvbuff, bytes, &r0, &rs) || ss != rs || ss == 0)
+    return 0;
+  uint64_t ctas = (bytes + ENQ_SYM_BYTES_PER_CTA - 1) / ENQ_SYM_BYTES_PER_CTA;
+  int max = direct_ctas;
+  if (cta_cap > 0 && max > cta_cap) max = cta_cap;
+  if (ctas > (uint64_t)max) ctas = (uint64_t)max;
+  if (ctas < 1) ctas = 1;
+  /* 64 bytes a thread per pass (4 loads of 16 bytes), whole warps, 64..KERN_NTHREADS */
+  uint64_t nt = (bytes / ctas / 64 + 31) / 32 * 32;
+  if (nt < 64) nt = 64;
+  if (nt > KERN_NTHREADS) nt = KERN_NTHREADS;
+  INFO(NCCL_TUNING, "plan: AllReduce of %llu bytes in symmetric windows takes SymTwoShot, %d "
+       "CTAs x %d threads (the model had chosen %s/%s)", (unsigned long long)bytes, (int)ctas,
+       (int)nt, plan->algo == TUNE_ALGO_ONESHOT ? "OneShot"
+                : plan->algo == TUNE_ALGO_TWOSHOT ? "TwoShot"
+                : plan->algo == NCCL_ALGO_TREE ? "Tree" : "Ring",
+       kern_proto_name(plan->proto));
+  plan->algo = KERN_ALGO_SYMTWOSHOT;
+  plan->proto = NCCL_PROTO_LL; /* the barriers' lines */
+  plan->nchannels = (int)ctas;
+  plan->nthreads = (int)nt;
+  plan->chunk_bytes = ENQ_SYM_CHUNK;
+  plan->channel0 = 0;
+  plan->sym_send0 = s0;
+  plan->sym_recv0 = r0;
+  plan->sym_stride4g = ss;
+  return 1;
+}
+
+static void enq_plan_sym(enq_comm_t* dp, const enq_op_t* op, enq_plan_t* plan) {
+  pthread_mutex_lock(&dp->wins_lock);
+  (void)enqueue_plan_sym(dp->wins, dp->nwins, dp->nranks, dp->dev_direct ? dp->direct_ctas : 0,
+                         dp->cta_cap, param_int(PARAM_SYM_KERNELS), op, plan);
+  pthread_mutex_unlock(&dp->wins_lock);
+}
+
 /* The kernel's work of a planned collective (without profiler records). */
 static void enq_coll_work(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* plan,
                           kern_coll_work_t* w) {
@@ -241,6 +309,11 @@ static void enq_coll_work(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* 
     w->type = op->type;
     w->count = op->count;
     if (w->op == KERN_OP_PREMULSUM) enqueue_redop_scalar(dp, op->op, &w->scalar_bits, &w->scalar_ptr);
+    if (plan->algo == KERN_ALGO_SYMTWOSHOT) { /* never premulsum (enq_plan_sym) */
+      w->sym_send0 = plan->sym_send0;
+      w->sym_recv0 = plan->sym_recv0;
+      w->sym_stride4g = plan->sym_stride4g;
+    }
   } else {
     w->op = KERN_OP_SUM;
     w->type = ncclUint8;
@@ -251,6 +324,7 @@ static void enq_coll_work(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* 
 enq_batch_key_t enqueue_plan_batch_key(const enq_op_t* op, const enq_plan_t* plan) {
   const int reduces = enq_reduces(op->kind);
   return (enq_batch_key_t){.tree = plan->algo == NCCL_ALGO_TREE,
+                           .solo = plan->algo == KERN_ALGO_SYMTWOSHOT,
                            .proto = plan->proto,
                            .op = reduces ? (int)kern_op_from_nccl(op->op) : -1,
                            .type = reduces ? (int)op->type : -1};
@@ -259,7 +333,8 @@ enq_batch_key_t enqueue_plan_batch_key(const enq_op_t* op, const enq_plan_t* pla
 int enqueue_plan_batch_end(const enq_batch_key_t* keys, int n, int lo, int max) {
   const enq_batch_key_t* k = &keys[lo];
   int hi = lo + 1;
-  while (hi < n && hi - lo < max && keys[hi].tree == k->tree &&
+  if (k->solo) return hi;
+  while (hi < n && hi - lo < max && !keys[hi].solo && keys[hi].tree == k->tree &&
          keys[hi].proto == k->proto &&
          keys[hi].op == k->op && keys[hi].type == k->type)
     hi++;
@@ -477,6 +552,9 @@ static ncclResult_t enq_plan_group(enq_comm_t* dp) {
   if (param_int(PARAM_GROUP_PLAN) != 0 && n > 1)
     CHECK(enqueue_plan_runs(dp->tune, dp->ops, dp->plans, dp->nops, dp->nranks,
                             enqueue_plan_batch_max(), dp->nchannels));
+  for (int i = 0; i < dp->nops; i++)
+    if (enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0)
+      enq_plan_sym(dp, &dp->ops[i], &dp->plans[i]);
   enqueue_plan_spread_ring(enq_ring_spread_limit(dp), dp->plans, dp->nops);
   dp->plans_valid = 1;
   return ncclSuccess;

@@ -65,6 +65,62 @@ static int barrier(rank_t* r) {
     return;                       \
   } while (0)
 
+/* AllReduces whose buffers lie in the window (SymTwoShot with CHOIR_SYM_KERNELS=2, the
+ * win-check-sym tests; the plan's usual choice otherwise): counts of 1 element to 256 KiB,
+ * aligned and 4 bytes off, out of place (first half into the second) three times back to back on
+ * the stream, each round with new data and its result copied out before the next, then in place;
+ * every element checked. h holds COUNT floats. */
+#define SYM_ROUNDS 3
+static void sym_checks(rank_t* r, float* h) {
+  static const size_t counts[] = {1, 7, 1023, 65539, 65536};
+  const size_t half = COUNT / 2;
+  float* got[SYM_ROUNDS];
+  for (int k = 0; k < SYM_ROUNDS; k++) got[k] = malloc(half * sizeof(float));
+  for (int k = 0; k < SYM_ROUNDS; k++)
+    if (got[k] == NULL) RFAIL(r, "out of memory");
+  float* in = malloc(SYM_ROUNDS * half * sizeof(float));
+  if (in == NULL) RFAIL(r, "out of memory");
+  for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+    for (size_t o = 0; o < 2; o++) {
+      const size_t n = counts[c];
+      float* src = r->buf + o;
+      float* dst = r->buf + half + o; /* ends before COUNT - 1 (barrier's) */
+      for (int k = 0; k < SYM_ROUNDS; k++) {
+        float* ink = in + (size_t)k * half;
+        for (size_t i = 0; i < n; i++) ink[i] = pattern(r->rank, i * 3 + (size_t)k * 11 + c);
+        if (cudaMemcpyAsync(src, ink, n * sizeof(float), cudaMemcpyHostToDevice, r->st) !=
+                cudaSuccess ||
+            ncclAllReduce(src, dst, n, ncclFloat, ncclSum, r->comm, r->st) != ncclSuccess ||
+            cudaMemcpyAsync(got[k], dst, n * sizeof(float), cudaMemcpyDeviceToHost, r->st) !=
+                cudaSuccess)
+          RFAIL(r, "out-of-place AllReduce of %zu at +%zu, round %d: %s", n, o, k,
+                ncclGetLastError(r->comm));
+      }
+      if (cudaStreamSynchronize(r->st) != cudaSuccess) RFAIL(r, "sync (%zu at +%zu)", n, o);
+      for (int k = 0; k < SYM_ROUNDS; k++)
+        for (size_t i = 0; i < n; i++) {
+          float want = 0;
+          for (int p = 0; p < r->nranks; p++) want += pattern(p, i * 3 + (size_t)k * 11 + c);
+          if (got[k][i] != want)
+            RFAIL(r, "out-of-place AllReduce of %zu at +%zu, round %d, element %zu: %g, want %g",
+                  n, o, k, i, got[k][i], want);
+        }
+      /* In place on the output of the last round: every rank holds the same sums. */
+      if (ncclAllReduce(dst, dst, n, ncclFloat, ncclSum, r->comm, r->st) != ncclSuccess ||
+          cudaMemcpyAsync(h, dst, n * sizeof(float), cudaMemcpyDeviceToHost, r->st) !=
+              cudaSuccess ||
+          cudaStreamSynchronize(r->st) != cudaSuccess)
+        RFAIL(r, "in-place AllReduce of %zu at +%zu", n, o);
+      for (size_t i = 0; i < n; i++)
+        if (h[i] != got[SYM_ROUNDS - 1][i] * (float)r->nranks)
+          RFAIL(r, "in-place AllReduce of %zu at +%zu, element %zu: %g, want %g", n, o, i, h[i],
+                got[SYM_ROUNDS - 1][i] * (float)r->nranks);
+    }
+  }
+  for (int k = 0; k < SYM_ROUNDS; k++) free(got[k]);
+  free(in);
+}
+
 /* After registration: own pattern in, read every peer through the flat range, write into the
  * next rank's second half, AllReduce the first half in place. */
 static void rank_body(rank_t* r) {
@@ -117,6 +173,8 @@ static void rank_body(rank_t* r) {
     for (int p = 0; p < r->nranks; p++) want += pattern(p, i);
     if (h[i] != want) RFAIL(r, "AllReduce element %zu: %g, want %g", i, h[i], want);
   }
+  sym_checks(r, h);
+  if (r->bad) return;
   /* The device communicator's kernel, 3 rounds with new data each. */
   const cudaStream_t st = r->st;
   float* out = NULL;
@@ -279,6 +337,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int n = atoi(argv[2]);
+  const char* sym_log = getenv("WIN_CHECK_SYM_LOG");
+  if (sym_log != NULL) unlink(sym_log); /* before any rank opens it */
   if (strcmp(argv[1], "procs") == 0) {
     /* No CUDA call in this process before the ranks' forks: a child counts the devices. */
     pid_t c = fork();
@@ -307,5 +367,19 @@ int main(int argc, char** argv) {
     return CHECK_SKIP;
   }
   run_threads(n);
+  /* WIN_CHECK_SYM_LOG: the NCCL_DEBUG_FILE of a run with CHOIR_SYM_KERNELS=2 and TUNING lines,
+   * which must show that SymTwoShot ran. */
+  if (sym_log != NULL) {
+    FILE* f = fopen(sym_log, "r");
+    CHECK_MSG(f != NULL, "cannot read %s", sym_log);
+    int taken = 0;
+    char line[1024];
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+      taken += strstr(line, "takes SymTwoShot") != NULL;
+    if (f != NULL) fclose(f);
+    printf("win-check: %d AllReduce plans took SymTwoShot\n", taken);
+    CHECK_MSG(taken >= 10 * n, "%d SymTwoShot plans in %s, want at least %d", taken, sym_log,
+              10 * n);
+  }
   return check_finish("win-check threads");
 }

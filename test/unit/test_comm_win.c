@@ -92,6 +92,14 @@ static void case_refusals(void) {
   descs(d, 4, 4);
   d[3].size = 2 << 20;
   expect(d, 4, 0, ncclInvalidUsage, "rank 3 registers 2097152 bytes and rank 0 1048576");
+  /* winFlags: SymTwoShot reads peers' copies at this rank's offset, which only symmetric
+   * windows promise, so all or none. */
+  descs(d, 4, 4);
+  d[0].flags = d[1].flags = d[3].flags = NCCL_WIN_COLL_SYMMETRIC;
+  expect(d, 4, 3, ncclInvalidUsage, "rank 2 registers its window with winFlags 0 and rank 0 "
+                                    "with 0x1");
+  d[2].flags = NCCL_WIN_COLL_SYMMETRIC;
+  CHECK_EQ_INT(comm_win_agree(d, 4, 3, &(comm_win_plan_t){0}, why, sizeof(why)), ncclSuccess);
   descs(d, 4, 4);
   d[1].seq = 1;
   expect(d, 4, 1, ncclInvalidUsage, "rank 1 is at its window registration #2 while rank 0 is "

@@ -325,6 +325,12 @@ static void case_batches(void) {
                   sizes[2] == 2,
               "field %d: batches %d, %d, %d", f, sizes[0], sizes[1], sizes[2]);
   }
+  /* SymTwoShot works (solo) run alone, even beside each other: 2, 1, 1, 2. */
+  for (int i = 0; i < 6; i++) keys[i] = k0;
+  keys[2].solo = keys[3].solo = 1;
+  CHECK_MSG(cut(keys, 6, KERN_COLL_BATCH_MAX, sizes) == 4 && sizes[0] == 2 && sizes[1] == 1 &&
+                sizes[2] == 1 && sizes[3] == 2,
+            "solo: batches %d, %d, %d, %d", sizes[0], sizes[1], sizes[2], sizes[3]);
   /* A key equal to an earlier one but not adjacent starts a batch of its own: no reordering. */
   keys[0] = keys[2] = k0;
   keys[1] = k0;
@@ -584,6 +590,109 @@ static void case_runs(void) {
   tune_destroy(t);
 }
 
+/* SymTwoShot (enqueue_plan_sym): which AllReduces take it, and the plan it makes. Windows of 4
+ * ranks at made-up addresses (nothing is dereferenced); rank 0's copy of w0 at flat 0x70000000000,
+ * stride 1 x 4 GiB. */
+static void case_sym(void) {
+  char* const b0 = (char*)0x100000000ull;
+  char* const b1 = (char*)0x200000000ull;
+  char* const f0 = (char*)0x70000000000ull;
+  char* const f1 = (char*)0x71000000000ull;
+  const uint64_t mb = 1 << 20;
+  const enq_win_t wins[] = {{.buff = b0, .size = mb, .flat0 = f0, .stride4g = 1, .nlsa = 4},
+                            {.buff = b1, .size = 64 * mb, .flat0 = f1, .stride4g = 1, .nlsa = 4},
+                            {.buff = (char*)0x300000000ull, .size = mb,
+                             .flat0 = (char*)0x72000000000ull, .stride4g = 2, .nlsa = 4},
+                            {.buff = (char*)0x400000000ull, .size = mb,
+                             .flat0 = (char*)0x73000000000ull, .stride4g = 1, .nlsa = 2}};
+  const int nw = 4;
+  const enq_plan_t ring = {.algo = NCCL_ALGO_RING, .proto = NCCL_PROTO_SIMPLE, .nchannels = 8,
+                           .nthreads = 256, .chunk_bytes = 65536, .time_us = 9.0f, .channel0 = 3};
+  enq_op_t op = {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum, .count = 1024,
+                 .sendbuff = b0 + 4096, .recvbuff = b1};
+  enq_plan_t p = ring;
+  /* Mode 0 (the default): never; the plan stays. */
+  CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 0, 0, &op, &p), 0);
+  CHECK_TRUE(memcmp(&p, &ring, sizeof(p)) == 0);
+  /* Mode 2: 4 KB on one CTA of 64 threads, each buffer's rank-0 copy, the stride. */
+  CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 0, 2, &op, &p), 1);
+  CHECK_EQ_INT(p.algo, KERN_ALGO_SYMTWOSHOT);
+  CHECK_EQ_INT(p.proto, NCCL_PROTO_LL);
+  CHECK_EQ_INT(p.nchannels, 1);
+  CHECK_EQ_INT(p.nthreads, 64);
+  CHECK_EQ_INT(p.channel0, 0);
+  CHECK_TRUE(p.chunk_bytes >= 16 && p.chunk_bytes % 16 == 0);
+  CHECK_TRUE(p.sym_send0 == f0 + 4096 && p.sym_recv0 == f1 && p.sym_stride4g == 1);
+  /* In place, in one window. */
+  op.recvbuff = b0 + 4096;
+  p = ring;
+  CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 0, 2, &op, &p), 1);
+  CHECK_TRUE(p.sym_send0 == f0 + 4096 && p.sym_recv0 == f0 + 4096);
+  /* Mode 1: not where the model chose OneShot; where it chose anything else. */
+  p = ring;
+  p.algo = TUNE_ALGO_ONESHOT;
+  CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 0, 1, &op, &p), 0);
+  CHECK_EQ_INT(p.algo, TUNE_ALGO_ONESHOT);
+  p = ring;
+  p.algo = TUNE_ALGO_TWOSHOT;
+  CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 0, 1, &op, &p), 1);
+  /* 64 MB: CTAs up to the direct ones, or the cap of ranks sharing a GPU; 512 threads. */
+  op.sendbuff = op.recvbuff = b1;
+  op.count = 16 * mb;
+  p = ring;
+  CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 0, 2, &op, &p), 1);
+  CHECK_EQ_INT(p.nchannels, 16);
+  CHECK_EQ_INT(p.nthreads, KERN_NTHREADS);
+  p = ring;
+  CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 4, 2, &op, &p), 1);
+  CHECK_EQ_INT(p.nchannels, 4);
+  /* Refused, the plan left as it was: */
+  struct {
+    const char* what;
+    enq_op_t op;
+    int nranks, direct_ctas;
+  } no[] = {
+      {"send past its window's end", {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
+                                      .count = 1024, .sendbuff = b0 + mb - 2048, .recvbuff = b1},
+       4, 16},
+      {"send outside any window", {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
+                                   .count = 1024, .sendbuff = b0 - 4096, .recvbuff = b1},
+       4, 16},
+      {"recv outside any window", {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
+                                   .count = 1024, .sendbuff = b0, .recvbuff = b1 + 64 * mb},
+       4, 16},
+      {"windows of different strides", {.kind = ENQ_ALLREDUCE, .type = ncclFloat32,
+                                        .op = ncclSum, .count = 1024, .sendbuff = b0,
+                                        .recvbuff = (char*)0x300000000ull},
+       4, 16},
+      {"a window of a 2-rank team", {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
+                                     .count = 1024, .sendbuff = (char*)0x400000000ull,
+                                     .recvbuff = (char*)0x400000000ull},
+       4, 16},
+      {"premulsum", {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = (ncclRedOp_t)ncclNumOps,
+                     .count = 1024, .sendbuff = b0, .recvbuff = b1},
+       4, 16},
+      {"AllGather", {.kind = ENQ_ALLGATHER, .type = ncclFloat32, .count = 1024, .sendbuff = b0,
+                     .recvbuff = b1},
+       4, 16},
+      {"no direct connections", {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
+                                 .count = 1024, .sendbuff = b0, .recvbuff = b1},
+       4, 0},
+      {"count 0", {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum, .count = 0,
+                   .sendbuff = b0, .recvbuff = b1},
+       4, 16},
+      {"a team of other size", {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
+                                .count = 1024, .sendbuff = b0, .recvbuff = b1},
+       8, 16},
+  };
+  for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+    p = ring;
+    const int got = enqueue_plan_sym(wins, nw, no[i].nranks, no[i].direct_ctas, 0, 2, &no[i].op, &p);
+    CHECK_MSG(got == 0 && memcmp(&p, &ring, sizeof(p)) == 0, "%s: taken (%d) or plan changed",
+              no[i].what, got);
+  }
+}
+
 int main(int argc, char** argv) {
   setenv("NCCL_CONF_FILE", "/nonexistent/choir.conf", 1);
   static const struct {
@@ -598,7 +707,8 @@ int main(int argc, char** argv) {
                {"tree", case_tree},
                {"spread-oneshot", case_spread_oneshot},
                {"spread-ring", case_spread_ring},
-               {"runs", case_runs}};
+               {"runs", case_runs},
+               {"sym", case_sym}};
   const char* only = argc > 1 ? argv[1] : NULL;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     if (only != NULL && strcmp(only, cases[i].name) != 0) continue;
