@@ -67,6 +67,10 @@
 #              all-reduces against one (-m AGG, -m 1, 8 B..64 KB): the lines issue 27's bar reads;
 #              ALGO_SWEEP_OPS="all_reduce all_gather reduce_scatter" adds OneShot AllGather and
 #              ReduceScatter against the ring with LL and the plan's choice
+#   sym-sweep[:R]  all_reduce on symmetric windows (all_reduce_perf -R 2), R ranks (default 4)
+#              sharing GPU 0: CHOIR_SYM_KERNELS 0 (the usual plan), 2 (SymTwoShot) and 1 (the
+#              plan's rule), graphs and normal launches, SYM_SWEEP_REPEAT runs (default 3)
+#              alternating, SYM_SWEEP_SIZES (default "-b 8 -e 64M -f 4"), every element checked
 #   group-sweep[:R]  all_reduce, groups of AGG (default 64) against one call, R ranks (default
 #              "2 4") sharing GPU 0: the plan's own, the ring with LL forced with works side by
 #              side and one after the other (CHOIR_RING_SPREAD=0), and each planned alone
@@ -876,6 +880,56 @@ for op, r, g in ((op, r, g) for op in ops for r in rs for g in ("0", "20")):
             print("  a group of %d all-reduces against one (%s): %s; bar (at most 3x): %s" % (
                 agg, mode, ", ".join("%d B %.1f/%.1f us = %.2fx" % x for x in rows),
                 "yes" if all(x[3] <= 3.0 for x in rows) else "NO"))
+PY
+      ;;
+    sym-sweep | sym-sweep:*)
+      # SymTwoShot (AllReduce on symmetric windows): all_reduce_perf -R 2 (send and receive
+      # buffers registered as windows) with R ranks (default 4) sharing GPU 0 in one process,
+      # CHOIR_SYM_KERNELS 0 (the plan's usual choice on the same buffers), 2 (SymTwoShot at every
+      # size) and 1 (the plan's rule), CUDA graphs (-G 20) and normal launches; SYM_SWEEP_REPEAT
+      # alternating runs (default 3), medians; SYM_SWEEP_SIZES (default "-b 8 -e 64M -f 4");
+      # every element checked (-c 1).
+      rs=4
+      [ "$step" != sym-sweep ] && rs=${step#sym-sweep:}
+      ssizes=${SYM_SWEEP_SIZES:--b 8 -e 64M -f 4}
+      d="$out/sym-sweep"
+      mkdir -p "$d"
+      mps_stop >/dev/null
+      for rep in $(seq 1 "${SYM_SWEEP_REPEAT:-3}"); do
+        for r in $rs; do
+          for g in 20 0; do
+            for v in 0 2 1; do
+              gopt=()
+              [ "$g" != 0 ] && gopt=(-G "$g")
+              tag="r$r-g$g-sym$v-$rep"
+              # shellcheck disable=SC2086 # ssizes is a list of options
+              env -u NCCL_ALGO -u NCCL_PROTO CHOIR_SYM_KERNELS="$v" LD_LIBRARY_PATH="$PWD/$build" \
+                timeout "${OP_TIMEOUT:-300}" "$build/test/perf/all_reduce_perf" -g "$r" \
+                --ranks-per-gpu "$r" $ssizes -R 2 -c 1 -n 20 -w 5 "${gopt[@]}" \
+                -J "$d/$tag.json" >"$d/$tag.log" 2>&1
+              note "sym-sweep r=$r G=$g CHOIR_SYM_KERNELS=$v (run $rep): rc=$? $(perf_wrong "$d/$tag.log")"
+            done
+          done
+        done
+      done
+      python3 - "$d" "$rs" <<'PY' | tee -a "$summary"
+import sys
+sys.path.insert(0, "test/tools")
+from perf_json import medians
+d, rs = sys.argv[1], sys.argv[2].split()
+for r in rs:
+    for g in ("20", "0"):
+        t = {v: medians(d, "r%s-g%s-sym%s-*.json" % (r, g, v)) for v in ("0", "2", "1")}
+        print("sym-sweep: all_reduce on windows (-R 2), %s ranks sharing GPU 0, %s (out of place,"
+              " us, medians)" % (r, "CUDA graph -G 20" if g != "0" else "normal launches"))
+        print("  %10s %10s %10s %10s %9s %9s" % ("size", "usual", "SymTwoShot", "rule",
+                                                 "usual/sym", "rule/best"))
+        for s in sorted(t["0"]):
+            u, y, m = t["0"][s], t["2"].get(s), t["1"].get(s)
+            best = min(x for x in (u, y) if x)
+            print("  %10d %10.2f %10s %10s %9s %9s" % (
+                s, u, "%.2f" % y if y else "-", "%.2f" % m if m else "-",
+                "%.2f" % (u / y) if y else "-", "%.2f" % (m / best) if m else "-"))
 PY
       ;;
     group-sweep | group-sweep:*)
