@@ -66,7 +66,9 @@
 #              ALGO_SWEEP_SIZES (default "-b 8 -e 1M -f 4"); then a group of AGG (default 64)
 #              all-reduces against one (-m AGG, -m 1, 8 B..64 KB): the lines issue 27's bar reads;
 #              ALGO_SWEEP_OPS="all_reduce all_gather reduce_scatter" adds OneShot AllGather and
-#              ReduceScatter against the ring with LL and the plan's choice
+#              ReduceScatter against the ring with LL and the plan's choice; and first the
+#              floor under these graphs (test/perf/graph_floor: R streams of empty kernels, and
+#              of kernels that only meet each other)
 #   sym-sweep[:R]  all_reduce on symmetric windows (all_reduce_perf -R 2), R ranks (default 4)
 #              sharing GPU 0: CHOIR_SYM_KERNELS 0 (the usual plan), 2 (SymTwoShot) and 1 (the
 #              plan's rule), graphs and normal launches, SYM_SWEEP_REPEAT runs (default 3)
@@ -829,6 +831,10 @@ PY
             done
           done
         done
+      done
+      # The floor under these graphs: empty kernels, and kernels that only meet each other.
+      for r in $rs; do
+        note "algo-sweep floor, $r ranks: $(timeout 120 "$build/test/perf/graph_floor" "$r" 20 50 2>&1 | tail -1)"
       done
       python3 - "$d" "$rs" "$agg" "$aops" <<'PY' | tee -a "$summary"
 import sys
