@@ -344,17 +344,21 @@ __global__ void __launch_bounds__(coll_max_threads<OP, TYPE, KERN_PROTO_LL>(), 1
   coll_run<KERN_PROTO_LL, DIRECT_REDUCE>(r, w);
 }
 
-/* SymTwoShot (kern_direct.cuh: an AllReduce on symmetric windows) runs alone (the plan never
- * batches it) in a kernel of its own: its n-source reduce-copy beside the LL kernels' code spilled
- * registers (avg, 512 threads). Never premulsum (its scalar is per rank): that instance is
- * empty. */
+/* A Sym kernel's reduction (kern_direct.cuh: AllReduce or ReduceScatter on symmetric windows)
+ * runs alone (the plan never batches it) in a kernel of its own: its n-source reduce-copy beside
+ * the LL kernels' code spilled registers (avg, 512 threads). Never premulsum (its scalar is per
+ * rank): that instance is empty. */
 template <int OP, int TYPE>
 __global__ void __launch_bounds__(KERN_NTHREADS, 1)
     kern_coll_sym_kernel(const __grid_constant__ kern_coll_batch1_t b) {
   if constexpr (OP != KERN_OP_PREMULSUM) {
     const kern_coll_work_t& w = b.works[0];
+    const red<OP, TYPE> r(w.scalar_bits, w.scalar_ptr, w.divisor);
     prof_mark_start(w.prof);
-    direct_allreduce_sym(red<OP, TYPE>(w.scalar_bits, w.scalar_ptr, w.divisor), w);
+    if (w.coll == KERN_COLL_ALLREDUCE)
+      direct_allreduce_sym(r, w);
+    else /* ReduceScatter (kern_coll_check) */
+      direct_reducescatter_sym(r, w);
     prof_mark_stop(w.prof);
   }
 }
@@ -449,7 +453,7 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   coll_batch_dims(b, tree ? (unsigned)tree_max_threads<OP, TYPE>() : maxt[proto],
                   (unsigned)sizeof(typename red<OP, TYPE>::B), &grid, &nt);
   const void* fn = tree                                      ? tree_fns[proto]
-                   : b->works[0].algo == KERN_ALGO_SYMTWOSHOT ? sym /* alone: kern_launch.c */
+                   : b->works[0].algo == KERN_ALGO_SYM ? sym /* alone: kern_launch.c */
                    : coll_batch_lone_ll(b)                    ? lone
                                                               : fns[proto];
   return kern_launch_prefix(fn, grid, nt, b,

@@ -33,6 +33,15 @@ __global__ void __launch_bounds__(KERN_NTHREADS, 1)
   coll_run<KERN_PROTO_LL, DIRECT_COPY>(r, w);
 }
 
+/* A Sym AllGather (kern_direct.cuh: on a symmetric window) runs alone, in a kernel of its own. */
+__global__ void __launch_bounds__(KERN_NTHREADS, 1)
+    kern_copy_sym_kernel(const __grid_constant__ kern_coll_batch1_t b) {
+  const kern_coll_work_t& w = b.works[0];
+  prof_mark_start(w.prof);
+  direct_allgather_sym(w);
+  prof_mark_stop(w.prof);
+}
+
 /* One CTA: part `cta` of op k, over the op's connection `cta` with its peer. */
 __global__ void __launch_bounds__(KERN_NTHREADS, 1)
     kern_p2p_kernel(const __grid_constant__ kern_p2p_batch_t b) {
@@ -73,8 +82,11 @@ template <int PROTO>
 cudaError_t copy_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
   unsigned grid, nt;
   coll_batch_dims(b, KERN_NTHREADS, 1, &grid, &nt);
-  const void* fn = coll_batch_lone_ll(b) ? (const void*)kern_copy_lone_kernel
-                                         : (const void*)kern_copy_coll_batch_kernel<PROTO>;
+  const void* fn = (const void*)kern_copy_coll_batch_kernel<PROTO>;
+  if (b->works[0].algo == KERN_ALGO_SYM) /* alone: kern_launch.c */
+    fn = (const void*)kern_copy_sym_kernel;
+  else if (coll_batch_lone_ll(b))
+    fn = (const void*)kern_copy_lone_kernel;
   return kern_launch_prefix(fn, grid, nt, b, KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }
 
@@ -99,6 +111,7 @@ extern "C" cudaError_t kern_copy_preload(void) {
                        (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_LL128>,
                        (const void*)kern::kern_copy_coll_batch_kernel<KERN_PROTO_SIMPLE>,
                        (const void*)kern::kern_copy_lone_kernel,
+                       (const void*)kern::kern_copy_sym_kernel,
                        (const void*)kern::kern_p2p_kernel};
   cudaFuncAttributes attr;
   cudaError_t e = cudaSuccess;

@@ -582,7 +582,75 @@ __device__ __forceinline__ bool direct_barrier(kern_comm_t* comm, direct_state& 
 #define DIRECT_SYM_ENTER 0x53594d45u /* "SYME" */
 #define DIRECT_SYM_LEAVE 0x53594d4cu /* "SYML" */
 
-/* SymTwoShot AllReduce (KERN_ALGO_SYMTWOSHOT): sendbuff and recvbuff lie in symmetric windows,
+/* The Sym kernels' frame (KERN_ALGO_SYM): the two barriers around body(), which runs only when
+ * the first barrier passed; every rank goes through both whatever its share of the data. */
+template <class Body>
+__device__ __forceinline__ void direct_sym(const kern_coll_work_t& w, Body body) {
+  kern_comm_t* comm = w.comm;
+  if ((int)blockIdx.x >= w.nchannels) return; /* the same for the whole CTA */
+  __shared__ direct_state sh;
+  (void)direct_open(comm, w, sh);
+  if (direct_barrier(comm, sh, DIRECT_SYM_ENTER, false, true)) body();
+  if (!sh.aborted) direct_barrier(comm, sh, DIRECT_SYM_LEAVE, true, false);
+  direct_close(comm, sh);
+}
+
+/* AllGather (KERN_ALGO_SYM): recvbuff lies in a symmetric window; CTA g stores part g of this
+ * rank's block (w.count bytes) into block `rank` of every rank's output, two ranks a pass (its
+ * own included: out of place it is a copy like the others, in place it rewrites the same bytes).
+ * Block `rank` of any output is written by this rank only and read by none during the call. */
+__device__ __forceinline__ void direct_allgather_sym(const kern_coll_work_t& w) {
+  using R = red<KERN_OP_SUM, ncclUint8>;
+  const int n = w.comm->nranks, me = w.comm->rank;
+  direct_sym(w, [&] {
+    const uint64_t stride = (uint64_t)w.sym_stride4g << 32;
+    uint64_t off, cnt;
+    kern_split_part(w.count, KERN_RC_VEC_BYTES, (uint32_t)w.nchannels, blockIdx.x, &off, &cnt);
+    if (cnt == 0) return;
+    const uint64_t at = (uint64_t)me * w.count + off;
+    const uint32_t warp = threadIdx.x / 32, nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
+    for (int q = 0; q < n; q += 2) {
+      rc_ptrs c;
+      c.src[0] = (const char*)w.sendbuff + off;
+#pragma unroll
+      for (int x = 1; x < KERN_RC_MAX_SRCS; x++) c.src[x] = nullptr;
+      c.dst[0] = w.sym_recv0 + (uint64_t)q * stride + at;
+      const bool two = q + 1 < n;
+      c.dst[1] = two ? w.sym_recv0 + (uint64_t)(q + 1) * stride + at : nullptr;
+      rc_run(R(0, nullptr, 1), c, cnt, 1, two ? 2 : 1, 0u, false, warp, nwarps, lane);
+    }
+  });
+}
+
+/* ReduceScatter (KERN_ALGO_SYM): sendbuff lies in a symmetric window; CTA g reduces part g of
+ * block `rank` of every rank's input, in rank order, into this rank's output. Block `rank` of any
+ * input is read by this rank only, so in place (the output is that block of its own input)
+ * needs nothing more. */
+template <class R>
+__device__ __forceinline__ void direct_reducescatter_sym(const R& r, const kern_coll_work_t& w) {
+  using B = typename R::B;
+  const int n = w.comm->nranks, me = w.comm->rank;
+  direct_sym(w, [&] {
+    const uint64_t stride = (uint64_t)w.sym_stride4g << 32;
+    uint64_t off, cnt;
+    kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), (uint32_t)w.nchannels, blockIdx.x,
+                    &off, &cnt);
+    if (cnt == 0) return;
+    const uint64_t at = ((uint64_t)me * w.count + off) * sizeof(B);
+    const uint32_t warp = threadIdx.x / 32, nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
+    rc_ptrs p;
+#pragma unroll
+    for (int q = 0; q < KERN_RC_MAX_SRCS; q++)
+      p.src[q] = q >= n ? nullptr
+                 : q == me ? (const char*)w.sendbuff + at
+                           : w.sym_send0 + (uint64_t)q * stride + at;
+    p.dst[0] = (char*)w.recvbuff + off * sizeof(B);
+    p.dst[1] = nullptr;
+    rc_run(r, p, cnt, n, 1, R::has_pre ? (1u << n) - 1u : 0u, R::has_post, warp, nwarps, lane);
+  });
+}
+
+/* SymTwoShot AllReduce (KERN_ALGO_SYM): sendbuff and recvbuff lie in symmetric windows,
  * so every rank's copy of them is mapped here (w.sym_send0, w.sym_recv0, rank q's copy q x
  * stride further). CTA g takes part g of the buffer (as the ring splits over channels) and cuts
  * it into n slices, slice q reduced by rank q:
@@ -600,19 +668,16 @@ __device__ __forceinline__ bool direct_barrier(kern_comm_t* comm, direct_state& 
 template <class R>
 __device__ __forceinline__ void direct_allreduce_sym(const R& r, const kern_coll_work_t& w) {
   using B = typename R::B;
-  kern_comm_t* comm = w.comm;
-  const int n = comm->nranks, me = comm->rank;
-  if ((int)blockIdx.x >= w.nchannels) return; /* the same for the whole CTA */
-  __shared__ direct_state sh;
-  (void)direct_open(comm, w, sh);
-  const uint64_t stride = (uint64_t)w.sym_stride4g << 32;
-  const uint64_t unit = KERN_RC_VEC_BYTES / sizeof(B);
-  uint64_t off, cnt, so, sc;
-  kern_split_part(w.count, unit, (uint32_t)w.nchannels, blockIdx.x, &off, &cnt);
-  kern_split_part(cnt, unit, (uint32_t)n, (uint32_t)me, &so, &sc);
-  const uint64_t at = (off + so) * sizeof(B);
-  const uint32_t warp = threadIdx.x / 32, nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
-  if (direct_barrier(comm, sh, DIRECT_SYM_ENTER, false, true) && sc > 0) {
+  const int n = w.comm->nranks, me = w.comm->rank;
+  direct_sym(w, [&] {
+    const uint64_t stride = (uint64_t)w.sym_stride4g << 32;
+    const uint64_t unit = KERN_RC_VEC_BYTES / sizeof(B);
+    uint64_t off, cnt, so, sc;
+    kern_split_part(w.count, unit, (uint32_t)w.nchannels, blockIdx.x, &off, &cnt);
+    kern_split_part(cnt, unit, (uint32_t)n, (uint32_t)me, &so, &sc);
+    if (sc == 0) return; /* the same for the whole CTA */
+    const uint64_t at = (off + so) * sizeof(B);
+    const uint32_t warp = threadIdx.x / 32, nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
     rc_ptrs p;
 #pragma unroll
     for (int q = 0; q < KERN_RC_MAX_SRCS; q++)
@@ -638,9 +703,7 @@ __device__ __forceinline__ void direct_allreduce_sym(const R& r, const kern_coll
       c.dst[1] = two ? peer_out(k + 1) : nullptr;
       rc_run(r, c, sc, 1, two ? 2 : 1, 0u, false, warp, nwarps, lane); /* one source: a copy */
     }
-  }
-  if (!sh.aborted) direct_barrier(comm, sh, DIRECT_SYM_LEAVE, true, false);
-  direct_close(comm, sh);
+  });
 }
 
 } /* namespace kern */

@@ -183,22 +183,27 @@ static ncclResult_t kern_coll_check(const kern_coll_work_t* w, const char* what)
     return kern_fail(ncclInvalidArgument, "%s: chunk_bytes %u is not a positive multiple of %d",
                      what, w->chunk_bytes, KERN_RC_VEC_BYTES);
   if (w->algo != NCCL_ALGO_RING && w->algo != KERN_ALGO_TREE && w->algo != KERN_ALGO_ONESHOT &&
-      w->algo != KERN_ALGO_TWOSHOT && w->algo != KERN_ALGO_SYMTWOSHOT)
+      w->algo != KERN_ALGO_TWOSHOT && w->algo != KERN_ALGO_SYM)
     return kern_fail(ncclInvalidArgument,
                      "%s: algo %d is not built (tree, %d; ring, %d; OneShot, %d; TwoShot, %d; "
                      "SymTwoShot, %d)",
                      what, (int)w->algo, KERN_ALGO_TREE, NCCL_ALGO_RING, KERN_ALGO_ONESHOT,
-                     KERN_ALGO_TWOSHOT, KERN_ALGO_SYMTWOSHOT);
-  if (w->algo == KERN_ALGO_SYMTWOSHOT &&
-      (w->coll != KERN_COLL_ALLREDUCE || w->proto != KERN_PROTO_LL ||
-       w->nchannels > KERN_DIRECT_MAX_CTAS || w->op == KERN_OP_PREMULSUM ||
-       w->sym_send0 == NULL || w->sym_recv0 == NULL || w->sym_stride4g == 0))
-    return kern_fail(ncclInvalidArgument,
-                     "%s: SymTwoShot runs AllReduce (not premulsum) over the direct connections' "
-                     "LL steps on at most %d CTAs, with both buffers' window copies and stride "
-                     "(coll %d, proto %d, op %d, %d CTAs, stride %u x 4 GiB)",
-                     what, KERN_DIRECT_MAX_CTAS, (int)w->coll, (int)w->proto, (int)w->op,
-                     (int)w->nchannels, (unsigned)w->sym_stride4g);
+                     KERN_ALGO_TWOSHOT, KERN_ALGO_SYM);
+  if (w->algo == KERN_ALGO_SYM) {
+    /* The windows' copies each collective reads or writes across ranks. */
+    const int send = w->coll == KERN_COLL_ALLREDUCE || w->coll == KERN_COLL_REDUCESCATTER;
+    const int recv = w->coll == KERN_COLL_ALLREDUCE || w->coll == KERN_COLL_ALLGATHER;
+    if ((!send && !recv) || w->proto != KERN_PROTO_LL || w->nchannels > KERN_DIRECT_MAX_CTAS ||
+        (w->coll != KERN_COLL_ALLGATHER && w->op == KERN_OP_PREMULSUM) ||
+        (send && w->sym_send0 == NULL) || (recv && w->sym_recv0 == NULL) || w->sym_stride4g == 0)
+      return kern_fail(ncclInvalidArgument,
+                       "%s: the Sym kernels run AllReduce, AllGather and ReduceScatter (not "
+                       "premulsum) over the direct connections' LL steps on at most %d CTAs, with "
+                       "the window copies of the buffers read or written across ranks and their "
+                       "stride (coll %d, proto %d, op %d, %d CTAs, stride %u x 4 GiB)",
+                       what, KERN_DIRECT_MAX_CTAS, (int)w->coll, (int)w->proto, (int)w->op,
+                       (int)w->nchannels, (unsigned)w->sym_stride4g);
+  }
   if (w->algo == KERN_ALGO_TREE && w->coll != KERN_COLL_ALLREDUCE)
     return kern_fail(ncclInvalidArgument, "%s: the tree runs AllReduce only (coll %d)", what,
                      (int)w->coll);
@@ -290,8 +295,8 @@ ncclResult_t kern_coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t str
       snprintf(rest, sizeof(rest), "%s", kern_err_buf + strlen(KERN_BATCH_WHAT));
       return kern_fail(res, KERN_BATCH_WHAT " %u%s", i, rest);
     }
-    if (w->algo == KERN_ALGO_SYMTWOSHOT && b->nworks > 1)
-      return kern_fail(ncclInvalidArgument, "collective batch work %u: SymTwoShot runs in a "
+    if (w->algo == KERN_ALGO_SYM && b->nworks > 1)
+      return kern_fail(ncclInvalidArgument, "collective batch work %u: a Sym kernel runs in a "
                        "launch of its own (a batch of %u works)", i, b->nworks);
     if (i == 0) continue;
     /* One kernel runs them all: the same protocol, the same family, and for reductions the same

@@ -145,12 +145,14 @@ const char* kern_last_error(void);
 #define KERN_ALGO_TREE 0 /* NCCL_ALGO_TREE: kern_tree_t, kern_tree.cuh */
 #define KERN_ALGO_ONESHOT 7
 #define KERN_ALGO_TWOSHOT 8 /* the same connections, kern_direct.cuh */
-/* SymTwoShot (AllReduce of buffers inside symmetric windows, ncclCommWindowRegister): rank q
- * reduces slice q straight from every rank's send buffer and stores it straight into every
- * rank's receive buffer, through the window's flat mapping (no copy through a connection); the
- * direct connections carry only its two barriers. Not in NCCL_ALGO's names: the plan takes it
- * for buffers in windows (CHOIR_SYM_KERNELS), kern_direct.cuh. */
-#define KERN_ALGO_SYMTWOSHOT 9
+/* The Sym kernels (kern_direct.cuh), for buffers inside symmetric windows
+ * (ncclCommWindowRegister): every rank's copy is reached through the window's flat mapping, no
+ * copy through a connection; the direct connections carry only their two barriers. AllReduce
+ * (SymTwoShot): rank q reduces slice q straight from every rank's input and stores it into
+ * every rank's output; AllGather: each rank stores its block into every rank's output;
+ * ReduceScatter: rank q reduces block q straight from every rank's input. Not in NCCL_ALGO's
+ * names: the plan takes them for buffers in windows (CHOIR_SYM_KERNELS). */
+#define KERN_ALGO_SYM 9
 #define KERN_DIRECT_MAX_RANKS 8
 #define KERN_DIRECT_MAX_CTAS 16 /* the tables' stride; CHOIR_DIRECT_CTAS of them are made */
 /* The ring collectives split a buffer over channels, and each channel's part into steps, in
@@ -364,9 +366,9 @@ typedef struct kern_coll_work {
   const void* sendbuff;
   void* recvbuff;
   uint64_t count;
-  /* SymTwoShot (never with premulsum, the only operator that reads a scalar): where LSA rank 0's
-   * copy of recvbuff and sendbuff lie in the windows' flat ranges; rank q's copy is sym_stride4g
-   * x 4 GiB further per rank. */
+  /* The Sym kernels (never with premulsum, the only operator that reads a scalar): where LSA
+   * rank 0's copy of recvbuff (AllReduce, AllGather) and sendbuff (AllReduce, ReduceScatter) lie
+   * in the windows' flat ranges; rank q's copy is sym_stride4g x 4 GiB further per rank. */
   union {
     uint64_t scalar_bits;
     char* sym_recv0;
@@ -384,7 +386,7 @@ typedef struct kern_coll_work {
     /* OneShot AllReduce in a batch: the works of its run from this one on, this one included
      * (kern_oneshot_joins); set by kern_coll_batch_launch, whatever the caller wrote. */
     int32_t run;
-    uint32_t sym_stride4g; /* SymTwoShot: the windows' stride between LSA ranks, in 4 GiB */
+    uint32_t sym_stride4g; /* Sym kernels: the windows' stride between LSA ranks, in 4 GiB */
   };
   int32_t divisor;
   int32_t nchannels;

@@ -142,12 +142,13 @@ PARAM_INT(DIRECT_CTAS, "CHOIR_DIRECT_CTAS", 16,
           "taken as 16; the same on every rank): a direct connection per CTA, peer and direction "
           "is made with the ring")
 PARAM_INT(SYM_KERNELS, "CHOIR_SYM_KERNELS", 0,
-          "AllReduce of buffers inside symmetric windows (ncclCommWindowRegister) of a team that "
-          "holds every rank, with the direct connections (CHOIR_ONESHOT): 0, as any other "
-          "buffers; 1, SymTwoShot where the model chose anything but OneShot (each rank reduces "
-          "its slice straight from every rank's window and stores it into every rank's, no copy "
-          "through a connection); 2, SymTwoShot at every size (for tests). Not premulsum. The "
-          "same on every rank, and every rank's buffers in windows")
+          "AllReduce, AllGather and ReduceScatter whose buffers that other ranks read or write lie "
+          "in NCCL_WIN_COLL_SYMMETRIC windows (ncclCommWindowRegister) of a team that holds every "
+          "rank, with the direct connections (CHOIR_ONESHOT): 0, as any other buffers; 1, the Sym "
+          "kernels where the model chose anything but OneShot (each rank reads and writes every "
+          "rank's window directly, no copy through a connection; AllReduce: SymTwoShot); 2, the "
+          "Sym kernels at every size (for tests). Not premulsum. The same on every rank, and every "
+          "rank's buffers in windows")
 PARAM_INT(AGG_MAX, "CHOIR_AGG_MAX", 64,
           "most collectives of one group that run in one kernel launch, 1..64 (1: one launch per "
           "collective; larger values are taken as 64); consecutive collectives of a group with "

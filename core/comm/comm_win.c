@@ -284,7 +284,7 @@ ncclResult_t comm_win_register(ncclComm_t comm, void* buff, size_t size, int fla
   for (int i = 0; i < plan.nlsa; i++)
     if (fds[i] >= 0 && fds[i] != own_fd) close(fds[i]);
   if (res != ncclSuccess) goto out;
-  /* The data path may read and write a symmetric one directly (SymTwoShot): every rank passes
+  /* The data path may read and write a symmetric one directly (Sym kernels): every rank passes
    * buffers at the same offset of it, which NCCL_WIN_COLL_SYMMETRIC promises. */
   if (comm->dp != NULL && (flags & NCCL_WIN_COLL_SYMMETRIC))
     res = enqueue_comm_window_add(comm->dp, buff, size, (*win_p)->host.lsaFlatBase,

@@ -141,7 +141,7 @@ void enqueue_comm_destroy(enq_comm_t* dp);
 /* Symmetric windows (comm_win.c) the data path may read and write directly: buff..buff+size of
  * this rank, LSA rank q's copy at flat0 + q * stride4g x 4 GiB (flat0: LSA rank 0's copy of
  * buff), nlsa ranks in the LSA team. A collective whose buffers lie in windows of a team that
- * holds every rank of the communicator may take SymTwoShot (CHOIR_SYM_KERNELS). Any thread. */
+ * holds every rank of the communicator may take a Sym kernel (CHOIR_SYM_KERNELS). Any thread. */
 ncclResult_t enqueue_comm_window_add(enq_comm_t* dp, const void* buff, size_t size, char* flat0,
                                      uint32_t stride4g, int nlsa);
 /* Forget the window whose flat0 this is (each window has a flat range of its own). */

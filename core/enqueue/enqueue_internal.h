@@ -194,7 +194,7 @@ typedef struct enq_plan {
   uint32_t chunk_bytes; /* data bytes per step at most */
   float time_us;        /* the model's estimate */
   int channel0;         /* the ring's first channel (enqueue_plan_spread_ring); 0 otherwise */
-  /* SymTwoShot: LSA rank 0's copies of recvbuff and sendbuff, the windows' stride (kernels.h) */
+  /* Sym kernels: LSA rank 0's copies of recvbuff and sendbuff, the windows' stride (kernels.h) */
   char* sym_recv0;
   const char* sym_send0;
   uint32_t sym_stride4g;
@@ -208,13 +208,15 @@ typedef struct enq_plan {
 ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int num_pipe_ops,
                                const uint32_t ring_slot_bytes[KERN_PROTO_NUM], int ring_nchannels,
                                int tree_nchannels, enq_plan_t* plan_p);
-/* Whether AllReduce op takes SymTwoShot (kernels.h; CHOIR_SYM_KERNELS = mode): its buffers inside
- * windows wins[0..nwins) of a team of all nranks ranks, with one stride; not premulsum (its
- * scalar is per rank, and each rank here reduces the others' data); the direct connections made
- * (direct_ctas > 0: CTAs at most, and at most cta_cap when > 0). Mode 0: never; 1: where the
- * model chose anything but OneShot (whose one LL hop beats SymTwoShot's two barriers at the
- * smallest sizes); 2: always. Then the plan becomes SymTwoShot's (CTAs and threads by bytes, the
- * windows' copies and stride) and 1 is returned; 0 leaves it. Every rank decides alike when every
+/* Whether collective op takes a Sym kernel (kernels.h: KERN_ALGO_SYM; CHOIR_SYM_KERNELS = mode):
+ * AllReduce, AllGather or ReduceScatter whose buffers that other ranks read (the input of
+ * AllReduce and ReduceScatter) or write (the output of AllReduce and AllGather) lie whole inside
+ * windows wins[0..nwins) of a team of all nranks ranks (AllReduce's two with one stride); not
+ * premulsum (its scalar is per rank, and each rank here reduces the others' data); the direct
+ * connections made (direct_ctas > 0: CTAs at most, and at most cta_cap when > 0). Mode 0:
+ * never; 1: where the model chose anything but OneShot (whose one LL hop beats the Sym kernels'
+ * two barriers at the smallest sizes); 2: always. Then the plan becomes the Sym kernel's (CTAs
+ * and threads by bytes, the windows' copies and stride) and 1 is returned; 0 leaves it. Every rank decides alike when every
  * rank's buffers lie in windows, which windows' collective registration asks of the user, as
  * NCCL's symmetric kernels do. */
 int enqueue_plan_sym(const enq_win_t* wins, int nwins, int nranks, int direct_ctas, int cta_cap,
@@ -227,7 +229,7 @@ int enqueue_plan_sym(const enq_win_t* wins, int nwins, int nranks, int direct_ct
  * (NCCL's rule), so the batches depend on the calls alone, equal on every rank. */
 typedef struct enq_batch_key {
   int tree; /* tree works run in a kernel of their own (kern_tree.cuh) */
-  int solo; /* SymTwoShot: a launch of its own (kern_coll_sym_kernel) */
+  int solo; /* a Sym kernel: a launch of its own (kern_coll_sym_kernel, kern_copy_sym_kernel) */
   int proto;
   int op;   /* kern_op_t, or -1: the copy kernel */
   int type; /* ncclDataType_t, or -1: the copy kernel */

@@ -220,7 +220,7 @@ static int enq_reduces(enq_kind_t k) {
   return k == ENQ_REDUCE || k == ENQ_REDUCESCATTER || k == ENQ_ALLREDUCE;
 }
 
-/* ---- SymTwoShot: AllReduce on symmetric windows ------------------------------------------ */
+/* ---- Sym kernels: AllReduce, AllGather, ReduceScatter on symmetric windows ---------------- */
 
 /* Where LSA rank 0's copy of [p, p + bytes) lies, and the window's stride, when the range is
  * inside one of wins[0..nwins) whose team holds all nranks ranks. */
@@ -244,16 +244,23 @@ static int enq_win_find(const enq_win_t* wins, int nwins, int nranks, const void
 
 int enqueue_plan_sym(const enq_win_t* wins, int nwins, int nranks, int direct_ctas, int cta_cap,
                      int64_t mode, const enq_op_t* op, enq_plan_t* plan) {
-  if (mode == 0 || op->kind != ENQ_ALLREDUCE || op->count == 0 || direct_ctas < 1 ||
-      nranks < 2 || nranks > KERN_DIRECT_MAX_RANKS || kern_op_from_nccl(op->op) == KERN_OP_PREMULSUM)
+  const int ar = op->kind == ENQ_ALLREDUCE, ag = op->kind == ENQ_ALLGATHER,
+            rs = op->kind == ENQ_REDUCESCATTER;
+  if (mode == 0 || !(ar || ag || rs) || op->count == 0 || direct_ctas < 1 || nranks < 2 ||
+      nranks > KERN_DIRECT_MAX_RANKS || (!ag && kern_op_from_nccl(op->op) == KERN_OP_PREMULSUM))
     return 0;
   if (mode == 1 && plan->algo == TUNE_ALGO_ONESHOT) return 0;
+  /* A rank's block (AllGather, ReduceScatter) or buffer (AllReduce); the buffers that other ranks
+   * read (the input: AllReduce, ReduceScatter) or write (the output: AllReduce, AllGather) must
+   * lie in windows, whole. */
   const uint64_t bytes = (uint64_t)op->count * kern_type_size(op->type);
+  const uint64_t whole = ar ? bytes : bytes * (uint64_t)nranks;
   char *s0 = NULL, *r0 = NULL;
-  uint32_t ss = 0, rs = 0;
-  if (!enq_win_find(wins, nwins, nranks, op->sendbuff, bytes, &s0, &ss) ||
-      !enq_win_find(wins, nwins, nranks, op->recvbuff, bytes, &r0, &rs) || ss != rs || ss == 0)
-    return 0;
+  uint32_t ss = 0, rs_ = 0;
+  if (!ag && !enq_win_find(wins, nwins, nranks, op->sendbuff, whole, &s0, &ss)) return 0;
+  if (!rs && !enq_win_find(wins, nwins, nranks, op->recvbuff, whole, &r0, &rs_)) return 0;
+  const uint32_t stride = ag ? rs_ : ss;
+  if (stride == 0 || (ar && ss != rs_)) return 0;
   uint64_t ctas = (bytes + ENQ_SYM_BYTES_PER_CTA - 1) / ENQ_SYM_BYTES_PER_CTA;
   int max = direct_ctas;
   if (cta_cap > 0 && max > cta_cap) max = cta_cap;
@@ -263,13 +270,16 @@ int enqueue_plan_sym(const enq_win_t* wins, int nwins, int nranks, int direct_ct
   uint64_t nt = (bytes / ctas / 64 + 31) / 32 * 32;
   if (nt < 64) nt = 64;
   if (nt > KERN_NTHREADS) nt = KERN_NTHREADS;
-  INFO(NCCL_TUNING, "plan: AllReduce of %llu bytes in symmetric windows takes SymTwoShot, %d "
-       "CTAs x %d threads (the model had chosen %s/%s)", (unsigned long long)bytes, (int)ctas,
-       (int)nt, plan->algo == TUNE_ALGO_ONESHOT ? "OneShot"
-                : plan->algo == TUNE_ALGO_TWOSHOT ? "TwoShot"
-                : plan->algo == NCCL_ALGO_TREE ? "Tree" : "Ring",
+  INFO(NCCL_TUNING, "plan: %s of %llu bytes in symmetric windows takes %s, %d CTAs x %d "
+       "threads (the model had chosen %s/%s)", prof_func_name(enq_func(op)),
+       (unsigned long long)bytes, ar ? "SymTwoShot" : ag ? "SymAllGather" : "SymReduceScatter",
+       (int)ctas, (int)nt,
+       plan->algo == TUNE_ALGO_ONESHOT   ? "OneShot"
+       : plan->algo == TUNE_ALGO_TWOSHOT ? "TwoShot"
+       : plan->algo == NCCL_ALGO_TREE    ? "Tree"
+                                         : "Ring",
        kern_proto_name(plan->proto));
-  plan->algo = KERN_ALGO_SYMTWOSHOT;
+  plan->algo = KERN_ALGO_SYM;
   plan->proto = NCCL_PROTO_LL; /* the barriers' lines */
   plan->nchannels = (int)ctas;
   plan->nthreads = (int)nt;
@@ -277,7 +287,7 @@ int enqueue_plan_sym(const enq_win_t* wins, int nwins, int nranks, int direct_ct
   plan->channel0 = 0;
   plan->sym_send0 = s0;
   plan->sym_recv0 = r0;
-  plan->sym_stride4g = ss;
+  plan->sym_stride4g = stride;
   return 1;
 }
 
@@ -309,22 +319,22 @@ static void enq_coll_work(enq_comm_t* dp, const enq_op_t* op, const enq_plan_t* 
     w->type = op->type;
     w->count = op->count;
     if (w->op == KERN_OP_PREMULSUM) enqueue_redop_scalar(dp, op->op, &w->scalar_bits, &w->scalar_ptr);
-    if (plan->algo == KERN_ALGO_SYMTWOSHOT) { /* never premulsum (enq_plan_sym) */
-      w->sym_send0 = plan->sym_send0;
-      w->sym_recv0 = plan->sym_recv0;
-      w->sym_stride4g = plan->sym_stride4g;
-    }
   } else {
     w->op = KERN_OP_SUM;
     w->type = ncclUint8;
     w->count = op->count * kern_type_size(op->type);
+  }
+  if (plan->algo == KERN_ALGO_SYM) { /* never premulsum (enqueue_plan_sym): no scalar */
+    w->sym_send0 = plan->sym_send0;
+    w->sym_recv0 = plan->sym_recv0;
+    w->sym_stride4g = plan->sym_stride4g;
   }
 }
 
 enq_batch_key_t enqueue_plan_batch_key(const enq_op_t* op, const enq_plan_t* plan) {
   const int reduces = enq_reduces(op->kind);
   return (enq_batch_key_t){.tree = plan->algo == NCCL_ALGO_TREE,
-                           .solo = plan->algo == KERN_ALGO_SYMTWOSHOT,
+                           .solo = plan->algo == KERN_ALGO_SYM,
                            .proto = plan->proto,
                            .op = reduces ? (int)kern_op_from_nccl(op->op) : -1,
                            .type = reduces ? (int)op->type : -1};

@@ -121,6 +121,63 @@ static void sym_checks(rank_t* r, float* h) {
   free(in);
 }
 
+/* AllGather and ReduceScatter on the window (the Sym kernels with CHOIR_SYM_KERNELS=2): blocks
+ * of 1 to 16383 floats, out of place (AllGather: from the second half into the first; its
+ * input lies in the window too, which it need not) and in place; every element checked. h holds
+ * COUNT floats. */
+static float block_pattern(int rank, int block, size_t i) {
+  return (float)(rank * 100000 + block * 1000 + (int)(i % 997));
+}
+
+static void sym_gather_scatter(rank_t* r, float* h) {
+  static const size_t counts[] = {1, 7, 1023, 16383};
+  const size_t half = COUNT / 2;
+  const int n = r->nranks, me = r->rank;
+  for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+    const size_t cnt = counts[c];
+    for (int inplace = 0; inplace < 2; inplace++) {
+      /* AllGather: rank me's block is block_pattern(me, 0, i). */
+      float* src = inplace ? r->buf + (size_t)me * cnt : r->buf + half;
+      for (size_t i = 0; i < cnt; i++) h[i] = block_pattern(me, 0, i);
+      if (cudaMemcpyAsync(src, h, cnt * sizeof(float), cudaMemcpyHostToDevice, r->st) !=
+              cudaSuccess ||
+          ncclAllGather(src, r->buf, cnt, ncclFloat, r->comm, r->st) != ncclSuccess ||
+          cudaMemcpyAsync(h, r->buf, (size_t)n * cnt * sizeof(float), cudaMemcpyDeviceToHost,
+                          r->st) != cudaSuccess ||
+          cudaStreamSynchronize(r->st) != cudaSuccess)
+        RFAIL(r, "AllGather of %zu (%s): %s", cnt, inplace ? "in place" : "out of place",
+              ncclGetLastError(r->comm));
+      for (int q = 0; q < n; q++)
+        for (size_t i = 0; i < cnt; i++)
+          if (h[(size_t)q * cnt + i] != block_pattern(q, 0, i))
+            RFAIL(r, "AllGather of %zu (%s), block %d element %zu: %g, want %g", cnt,
+                  inplace ? "in place" : "out of place", q, i, h[(size_t)q * cnt + i],
+                  block_pattern(q, 0, i));
+      /* ReduceScatter: rank me's block q is block_pattern(me, q, i); block me of the result
+       * sums every rank's block me. */
+      for (int q = 0; q < n; q++)
+        for (size_t i = 0; i < cnt; i++) h[(size_t)q * cnt + i] = block_pattern(me, q, i);
+      float* dst = inplace ? r->buf + (size_t)me * cnt : r->buf + half;
+      if (cudaMemcpyAsync(r->buf, h, (size_t)n * cnt * sizeof(float), cudaMemcpyHostToDevice,
+                          r->st) != cudaSuccess ||
+          ncclReduceScatter(r->buf, dst, cnt, ncclFloat, ncclSum, r->comm, r->st) !=
+              ncclSuccess ||
+          cudaMemcpyAsync(h, dst, cnt * sizeof(float), cudaMemcpyDeviceToHost, r->st) !=
+              cudaSuccess ||
+          cudaStreamSynchronize(r->st) != cudaSuccess)
+        RFAIL(r, "ReduceScatter of %zu (%s): %s", cnt, inplace ? "in place" : "out of place",
+              ncclGetLastError(r->comm));
+      for (size_t i = 0; i < cnt; i++) {
+        float want = 0;
+        for (int p = 0; p < n; p++) want += block_pattern(p, me, i);
+        if (h[i] != want)
+          RFAIL(r, "ReduceScatter of %zu (%s), element %zu: %g, want %g", cnt,
+                inplace ? "in place" : "out of place", i, h[i], want);
+      }
+    }
+  }
+}
+
 /* After registration: own pattern in, read every peer through the flat range, write into the
  * next rank's second half, AllReduce the first half in place. */
 static void rank_body(rank_t* r) {
@@ -174,6 +231,8 @@ static void rank_body(rank_t* r) {
     if (h[i] != want) RFAIL(r, "AllReduce element %zu: %g, want %g", i, h[i], want);
   }
   sym_checks(r, h);
+  if (r->bad) return;
+  sym_gather_scatter(r, h);
   if (r->bad) return;
   /* The device communicator's kernel, 3 rounds with new data each. */
   const cudaStream_t st = r->st;
@@ -372,14 +431,21 @@ int main(int argc, char** argv) {
   if (sym_log != NULL) {
     FILE* f = fopen(sym_log, "r");
     CHECK_MSG(f != NULL, "cannot read %s", sym_log);
-    int taken = 0;
+    int taken = 0, gathers = 0, scatters = 0;
     char line[1024];
-    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
       taken += strstr(line, "takes SymTwoShot") != NULL;
+      gathers += strstr(line, "takes SymAllGather") != NULL;
+      scatters += strstr(line, "takes SymReduceScatter") != NULL;
+    }
     if (f != NULL) fclose(f);
-    printf("win-check: %d AllReduce plans took SymTwoShot\n", taken);
+    printf("win-check: %d plans took SymTwoShot, %d SymAllGather, %d SymReduceScatter\n", taken,
+           gathers, scatters);
     CHECK_MSG(taken >= 10 * n, "%d SymTwoShot plans in %s, want at least %d", taken, sym_log,
               10 * n);
+    CHECK_MSG(gathers >= 8 * n && scatters >= 8 * n,
+              "%d SymAllGather and %d SymReduceScatter plans in %s, want at least %d each",
+              gathers, scatters, sym_log, 8 * n);
   }
   return check_finish("win-check threads");
 }

@@ -616,7 +616,7 @@ static void case_sym(void) {
   CHECK_TRUE(memcmp(&p, &ring, sizeof(p)) == 0);
   /* Mode 2: 4 KB on one CTA of 64 threads, each buffer's rank-0 copy, the stride. */
   CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 0, 2, &op, &p), 1);
-  CHECK_EQ_INT(p.algo, KERN_ALGO_SYMTWOSHOT);
+  CHECK_EQ_INT(p.algo, KERN_ALGO_SYM);
   CHECK_EQ_INT(p.proto, NCCL_PROTO_LL);
   CHECK_EQ_INT(p.nchannels, 1);
   CHECK_EQ_INT(p.nthreads, 64);
@@ -646,6 +646,23 @@ static void case_sym(void) {
   p = ring;
   CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 4, 2, &op, &p), 1);
   CHECK_EQ_INT(p.nchannels, 4);
+  /* AllGather: only its output (4 blocks) must lie in a window, its input anywhere; premulsum
+   * means nothing to it. ReduceScatter: only its input (4 blocks). */
+  enq_op_t ag = {.kind = ENQ_ALLGATHER, .type = ncclFloat32, .count = 1024,
+                 .sendbuff = (char*)0x900000000ull, .recvbuff = b0 + 8192};
+  p = ring;
+  CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 0, 2, &ag, &p), 1);
+  CHECK_TRUE(p.algo == KERN_ALGO_SYM && p.sym_recv0 == f0 + 8192 && p.sym_send0 == NULL &&
+             p.sym_stride4g == 1 && p.nchannels == 1);
+  ag.op = (ncclRedOp_t)ncclNumOps;
+  p = ring;
+  CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 0, 2, &ag, &p), 1);
+  enq_op_t rsc = {.kind = ENQ_REDUCESCATTER, .type = ncclFloat32, .op = ncclMax, .count = 1024,
+                  .sendbuff = b1 + 4096, .recvbuff = (char*)0x900000000ull};
+  p = ring;
+  CHECK_EQ_INT(enqueue_plan_sym(wins, nw, 4, 16, 0, 2, &rsc, &p), 1);
+  CHECK_TRUE(p.algo == KERN_ALGO_SYM && p.sym_send0 == f1 + 4096 && p.sym_recv0 == NULL &&
+             p.sym_stride4g == 1);
   /* Refused, the plan left as it was: */
   struct {
     const char* what;
@@ -672,8 +689,20 @@ static void case_sym(void) {
       {"premulsum", {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = (ncclRedOp_t)ncclNumOps,
                      .count = 1024, .sendbuff = b0, .recvbuff = b1},
        4, 16},
-      {"AllGather", {.kind = ENQ_ALLGATHER, .type = ncclFloat32, .count = 1024, .sendbuff = b0,
+      {"Broadcast", {.kind = ENQ_BROADCAST, .type = ncclFloat32, .count = 1024, .sendbuff = b0,
                      .recvbuff = b1},
+       4, 16},
+      {"AllGather whose output (4 blocks) runs past its window",
+       {.kind = ENQ_ALLGATHER, .type = ncclFloat32, .count = 65536, .sendbuff = b1,
+        .recvbuff = b0 + 4096},
+       4, 16},
+      {"ReduceScatter whose input is outside any window",
+       {.kind = ENQ_REDUCESCATTER, .type = ncclFloat32, .op = ncclSum, .count = 16,
+        .sendbuff = b0 - 4096, .recvbuff = b1},
+       4, 16},
+      {"ReduceScatter premulsum", {.kind = ENQ_REDUCESCATTER, .type = ncclFloat32,
+                                   .op = (ncclRedOp_t)ncclNumOps, .count = 16, .sendbuff = b0,
+                                   .recvbuff = b1},
        4, 16},
       {"no direct connections", {.kind = ENQ_ALLREDUCE, .type = ncclFloat32, .op = ncclSum,
                                  .count = 1024, .sendbuff = b0, .recvbuff = b1},
