@@ -346,10 +346,16 @@ __global__ void __launch_bounds__(coll_max_threads<OP, TYPE, KERN_PROTO_LL>(), 1
 
 /* A Sym kernel's reduction (kern_direct.cuh: AllReduce or ReduceScatter on symmetric windows)
  * runs alone (the plan never batches it) in a kernel of its own: its n-source reduce-copy beside
- * the LL kernels' code spilled registers (avg, 512 threads). Never premulsum (its scalar is per
- * rank): that instance is empty. */
+ * the LL kernels' code spilled registers (avg, 512 threads); alone, f64 avg still spilled at 512
+ * threads, so operators with registers of their own (avg) run it with 384. Never premulsum (its
+ * scalar is per rank): that instance is empty. */
 template <int OP, int TYPE>
-__global__ void __launch_bounds__(KERN_NTHREADS, 1)
+constexpr int sym_max_threads() {
+  return red<OP, TYPE>::heavy ? 384 : KERN_NTHREADS;
+}
+
+template <int OP, int TYPE>
+__global__ void __launch_bounds__(sym_max_threads<OP, TYPE>(), 1)
     kern_coll_sym_kernel(const __grid_constant__ kern_coll_batch1_t b) {
   if constexpr (OP != KERN_OP_PREMULSUM) {
     const kern_coll_work_t& w = b.works[0];
@@ -449,13 +455,17 @@ cudaError_t coll_batch_launch(const kern_coll_batch_t* b, cudaStream_t stream) {
                                          coll_max_threads<OP, TYPE, KERN_PROTO_SIMPLE>()};
   const int proto = b->works[0].proto;
   const bool tree = b->works[0].algo == KERN_ALGO_TREE; /* a batch of tree works only */
+  const bool symk = b->works[0].algo == KERN_ALGO_SYM;  /* alone: kern_launch.c */
   unsigned grid, nt;
-  coll_batch_dims(b, tree ? (unsigned)tree_max_threads<OP, TYPE>() : maxt[proto],
+  coll_batch_dims(b,
+                  tree   ? (unsigned)tree_max_threads<OP, TYPE>()
+                  : symk ? (unsigned)sym_max_threads<OP, TYPE>()
+                         : maxt[proto],
                   (unsigned)sizeof(typename red<OP, TYPE>::B), &grid, &nt);
-  const void* fn = tree                                      ? tree_fns[proto]
-                   : b->works[0].algo == KERN_ALGO_SYM ? sym /* alone: kern_launch.c */
-                   : coll_batch_lone_ll(b)                    ? lone
-                                                              : fns[proto];
+  const void* fn = tree                    ? tree_fns[proto]
+                   : symk                  ? sym
+                   : coll_batch_lone_ll(b) ? lone
+                                           : fns[proto];
   return kern_launch_prefix(fn, grid, nt, b,
                             KERN_COLL_BATCH_BYTES(b->nworks), stream);
 }
