@@ -595,58 +595,77 @@ __device__ __forceinline__ void direct_sym(const kern_coll_work_t& w, Body body)
   direct_close(comm, sh);
 }
 
-/* AllGather (KERN_ALGO_SYM): recvbuff lies in a symmetric window; CTA g stores part g of this
- * rank's block (w.count bytes) into block `rank` of every rank's output, two ranks a pass (its
- * own included: out of place it is a copy like the others, in place it rewrites the same bytes).
- * Block `rank` of any output is written by this rank only and read by none during the call. */
-__device__ __forceinline__ void direct_allgather_sym(const kern_coll_work_t& w) {
-  using R = red<KERN_OP_SUM, ncclUint8>;
+/* The Sym kernels' data movers, run by the whole CTA (rc_run over every warp of it). */
+
+/* cnt elements at byte offset `at` of every rank's input (this rank's own sendbuff, the others'
+ * window copies), folded in rank order into dst, the pre-op applied to each (avg; never
+ * premulsum) and the post-op to the result. */
+template <class R>
+__device__ __forceinline__ void direct_sym_fold(const R& r, const kern_coll_work_t& w, uint64_t at,
+                                                char* dst, uint64_t cnt) {
   const int n = w.comm->nranks, me = w.comm->rank;
+  const uint64_t stride = (uint64_t)w.sym_stride4g << 32;
+  rc_ptrs p;
+#pragma unroll
+  for (int q = 0; q < KERN_RC_MAX_SRCS; q++)
+    p.src[q] = q >= n ? nullptr
+               : q == me ? (const char*)w.sendbuff + at
+                         : w.sym_send0 + (uint64_t)q * stride + at;
+  p.dst[0] = dst;
+  p.dst[1] = nullptr;
+  rc_run(r, p, cnt, n, 1, R::has_pre ? (1u << n) - 1u : 0u, R::has_post, threadIdx.x / 32,
+         blockDim.x / 32, threadIdx.x % 32);
+}
+
+/* cnt elements of src copied into dst(0), ..., dst(ndst - 1), two a pass (a one-source rc_run:
+ * no pre- or post-op), each pass's two pointers built apart so that they stay in registers. */
+template <class R, class Dst>
+__device__ __forceinline__ void direct_sym_copy(const R& r, const char* src, int ndst, Dst dst,
+                                                uint64_t cnt) {
+  for (int k = 0; k < ndst; k += 2) {
+    rc_ptrs c;
+    c.src[0] = src;
+#pragma unroll
+    for (int x = 1; x < KERN_RC_MAX_SRCS; x++) c.src[x] = nullptr;
+    c.dst[0] = dst(k);
+    const bool two = k + 1 < ndst;
+    c.dst[1] = two ? dst(k + 1) : nullptr;
+    rc_run(r, c, cnt, 1, two ? 2 : 1, 0u, false, threadIdx.x / 32, blockDim.x / 32,
+           threadIdx.x % 32);
+  }
+}
+
+/* AllGather (KERN_ALGO_SYM): recvbuff lies in a symmetric window; CTA g stores part g of this
+ * rank's block (w.count bytes) into block `rank` of every rank's output (its own included: out
+ * of place it is a copy like the others, in place it rewrites the same bytes). Block `rank` of
+ * any output is written by this rank only and read by none during the call. */
+__device__ __forceinline__ void direct_allgather_sym(const kern_coll_work_t& w) {
   direct_sym(w, [&] {
     const uint64_t stride = (uint64_t)w.sym_stride4g << 32;
     uint64_t off, cnt;
     kern_split_part(w.count, KERN_RC_VEC_BYTES, (uint32_t)w.nchannels, blockIdx.x, &off, &cnt);
     if (cnt == 0) return;
-    const uint64_t at = (uint64_t)me * w.count + off;
-    const uint32_t warp = threadIdx.x / 32, nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
-    for (int q = 0; q < n; q += 2) {
-      rc_ptrs c;
-      c.src[0] = (const char*)w.sendbuff + off;
-#pragma unroll
-      for (int x = 1; x < KERN_RC_MAX_SRCS; x++) c.src[x] = nullptr;
-      c.dst[0] = w.sym_recv0 + (uint64_t)q * stride + at;
-      const bool two = q + 1 < n;
-      c.dst[1] = two ? w.sym_recv0 + (uint64_t)(q + 1) * stride + at : nullptr;
-      rc_run(R(0, nullptr, 1), c, cnt, 1, two ? 2 : 1, 0u, false, warp, nwarps, lane);
-    }
+    const uint64_t at = (uint64_t)w.comm->rank * w.count + off;
+    direct_sym_copy(red<KERN_OP_SUM, ncclUint8>(0, nullptr, 1), (const char*)w.sendbuff + off,
+                    w.comm->nranks, [&](int q) { return w.sym_recv0 + (uint64_t)q * stride + at; },
+                    cnt);
   });
 }
 
-/* ReduceScatter (KERN_ALGO_SYM): sendbuff lies in a symmetric window; CTA g reduces part g of
+/* ReduceScatter (KERN_ALGO_SYM): sendbuff lies in a symmetric window; CTA g folds part g of
  * block `rank` of every rank's input, in rank order, into this rank's output. Block `rank` of any
  * input is read by this rank only, so in place (the output is that block of its own input)
  * needs nothing more. */
 template <class R>
 __device__ __forceinline__ void direct_reducescatter_sym(const R& r, const kern_coll_work_t& w) {
   using B = typename R::B;
-  const int n = w.comm->nranks, me = w.comm->rank;
   direct_sym(w, [&] {
-    const uint64_t stride = (uint64_t)w.sym_stride4g << 32;
     uint64_t off, cnt;
     kern_split_part(w.count, KERN_RC_VEC_BYTES / sizeof(B), (uint32_t)w.nchannels, blockIdx.x,
                     &off, &cnt);
     if (cnt == 0) return;
-    const uint64_t at = ((uint64_t)me * w.count + off) * sizeof(B);
-    const uint32_t warp = threadIdx.x / 32, nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
-    rc_ptrs p;
-#pragma unroll
-    for (int q = 0; q < KERN_RC_MAX_SRCS; q++)
-      p.src[q] = q >= n ? nullptr
-                 : q == me ? (const char*)w.sendbuff + at
-                           : w.sym_send0 + (uint64_t)q * stride + at;
-    p.dst[0] = (char*)w.recvbuff + off * sizeof(B);
-    p.dst[1] = nullptr;
-    rc_run(r, p, cnt, n, 1, R::has_pre ? (1u << n) - 1u : 0u, R::has_post, warp, nwarps, lane);
+    direct_sym_fold(r, w, ((uint64_t)w.comm->rank * w.count + off) * sizeof(B),
+                    (char*)w.recvbuff + off * sizeof(B), cnt);
   });
 }
 
@@ -677,32 +696,13 @@ __device__ __forceinline__ void direct_allreduce_sym(const R& r, const kern_coll
     kern_split_part(cnt, unit, (uint32_t)n, (uint32_t)me, &so, &sc);
     if (sc == 0) return; /* the same for the whole CTA */
     const uint64_t at = (off + so) * sizeof(B);
-    const uint32_t warp = threadIdx.x / 32, nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
-    rc_ptrs p;
-#pragma unroll
-    for (int q = 0; q < KERN_RC_MAX_SRCS; q++)
-      p.src[q] = q >= n ? nullptr
-                 : q == me ? (const char*)w.sendbuff + at
-                           : w.sym_send0 + (uint64_t)q * stride + at;
-    p.dst[0] = (char*)w.recvbuff + at;
-    p.dst[1] = nullptr;
-    rc_run(r, p, sc, n, 1, R::has_pre ? (1u << n) - 1u : 0u, R::has_post, warp, nwarps, lane);
+    direct_sym_fold(r, w, at, (char*)w.recvbuff + at, sc);
     __syncthreads(); /* the slice is whole in this rank's output before any thread copies it */
-    /* The peers k = 0..n-2 (rank k, or k + 1 from this rank on), two a pass: indices fixed at
-     * compile time, so that the pointers stay in registers. */
+    /* Into every peer's output: peer k = 0..n-2 is rank k, or k + 1 from this rank on. */
     auto peer_out = [&](int k) {
       return w.sym_recv0 + (uint64_t)(k < me ? k : k + 1) * stride + at;
     };
-    for (int k = 0; k < n - 1; k += 2) {
-      rc_ptrs c;
-      c.src[0] = (const char*)w.recvbuff + at;
-#pragma unroll
-      for (int x = 1; x < KERN_RC_MAX_SRCS; x++) c.src[x] = nullptr;
-      c.dst[0] = peer_out(k);
-      const bool two = k + 1 < n - 1;
-      c.dst[1] = two ? peer_out(k + 1) : nullptr;
-      rc_run(r, c, sc, 1, two ? 2 : 1, 0u, false, warp, nwarps, lane); /* one source: a copy */
-    }
+    direct_sym_copy(r, (const char*)w.recvbuff + at, n - 1, peer_out, sc);
   });
 }
 

@@ -186,7 +186,7 @@ static ncclResult_t kern_coll_check(const kern_coll_work_t* w, const char* what)
       w->algo != KERN_ALGO_TWOSHOT && w->algo != KERN_ALGO_SYM)
     return kern_fail(ncclInvalidArgument,
                      "%s: algo %d is not built (tree, %d; ring, %d; OneShot, %d; TwoShot, %d; "
-                     "SymTwoShot, %d)",
+                     "Sym, %d)",
                      what, (int)w->algo, KERN_ALGO_TREE, NCCL_ALGO_RING, KERN_ALGO_ONESHOT,
                      KERN_ALGO_TWOSHOT, KERN_ALGO_SYM);
   if (w->algo == KERN_ALGO_SYM) {

@@ -32,7 +32,6 @@ ncclResult_t comm_alloc(const comm_config_t* config, ncclComm_t* comm_p) {
 void comm_free(ncclComm_t comm) {
   bootstrap_watch_stop(comm->watch, BOOTSTRAP_LEAVE_ABORT); /* first: its thread reads dp */
   enqueue_comm_destroy(comm->dp);
-  comm->dp = NULL; /* comm_wins_free below must not tell it of the windows it frees */
   topo_system_free(comm->topo);
   if (comm->bootstrap != NULL) bootstrap_close(comm->bootstrap);
   pthread_mutex_destroy(&comm->bootstrap_lock);

@@ -161,8 +161,7 @@ void comm_wins_free(ncclComm_t comm) {
   int n = 0;
   for (comm_win_t *w = ws->head, *next; w; w = next) {
     next = w->next;
-    if (comm->dp != NULL) enqueue_comm_window_remove(comm->dp, w->host.lsaFlatBase);
-    comm_win_free(w);
+    comm_win_free(w); /* the data path, which knew of it, is gone already (comm_free) */
     n++;
   }
   if (n > 0)
@@ -428,7 +427,8 @@ static ncclResult_t comm_devcomm_create(ncclComm_t comm, const comm_devcomm_layo
   else
     WARN("ncclDevCommCreate: rank %d could not allocate its %zu-byte resource window with cuMem",
          comm->rank, l->bytes);
-  if (res == ncclSuccess) res = comm_win_register(comm, d->res_base, l->bytes, NCCL_WIN_DEFAULT, &d->res_win);
+  if (res == ncclSuccess)
+    res = comm_win_register(comm, d->res_base, l->bytes, NCCL_WIN_DEFAULT, &d->res_win);
   if (res == ncclSuccess) res = comm_devcomm_table(comm, &d->table);
   if (res != ncclSuccess) {
     if (d->res_win != NULL) comm_win_deregister(comm, (ncclWindow_t)d->res_win->dev);
@@ -514,8 +514,9 @@ static ncclResult_t win_job_run(group_job_t* job) {
     }
     pthread_mutex_unlock(&ws->lock);
     if (h == NULL) break; /* cannot happen: j is in the queue until done */
-    h->res = h->kind == WIN_JOB_REGISTER ? comm_win_register(h->comm, h->buff, h->size, h->flags, &h->win)
-                                         : comm_devcomm_create(h->comm, &h->layout, &h->dev);
+    h->res = h->kind == WIN_JOB_REGISTER
+                 ? comm_win_register(h->comm, h->buff, h->size, h->flags, &h->win)
+                 : comm_devcomm_create(h->comm, &h->layout, &h->dev);
     h->done = true;
   }
   pthread_mutex_unlock(&ws->run_lock);

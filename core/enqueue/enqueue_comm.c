@@ -797,9 +797,11 @@ ncclResult_t enqueue_comm_window_add(enq_comm_t* dp, const void* buff, size_t si
       dp->wins_cap = cap;
     }
   }
-  if (res == ncclSuccess)
-    dp->wins[dp->nwins++] = (enq_win_t){.buff = (const char*)buff, .size = size, .flat0 = flat0,
-                                        .stride4g = stride4g, .nlsa = nlsa};
+  if (res == ncclSuccess) {
+    dp->wins[dp->nwins] = (enq_win_t){.buff = (const char*)buff, .size = size, .flat0 = flat0,
+                                      .stride4g = stride4g, .nlsa = nlsa};
+    __atomic_store_n(&dp->nwins, dp->nwins + 1, __ATOMIC_RELEASE); /* enq_plan_sym peeks */
+  }
   pthread_mutex_unlock(&dp->wins_lock);
   return res;
 }
@@ -808,7 +810,8 @@ void enqueue_comm_window_remove(enq_comm_t* dp, const char* flat0) {
   pthread_mutex_lock(&dp->wins_lock);
   for (int i = 0; i < dp->nwins; i++) {
     if (dp->wins[i].flat0 != flat0) continue;
-    dp->wins[i] = dp->wins[--dp->nwins];
+    dp->wins[i] = dp->wins[dp->nwins - 1];
+    __atomic_store_n(&dp->nwins, dp->nwins - 1, __ATOMIC_RELEASE);
     break;
   }
   pthread_mutex_unlock(&dp->wins_lock);

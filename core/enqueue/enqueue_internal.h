@@ -168,7 +168,8 @@ struct enq_comm {
   uint64_t kch_head, kch_tail;
   int kch_failed; /* the allocation failed once: no KernelCh events on this communicator */
   /* Symmetric windows (enqueue_comm_window_add), under wins_lock: registration runs on the
-   * group's job thread, planning on the thread that ends a group. */
+   * group's job thread, planning on the thread that ends a group (which reads nwins without the
+   * lock first, to skip it when there are none). */
   pthread_mutex_t wins_lock;
   struct enq_win* wins;
   int nwins, wins_cap;
@@ -216,9 +217,9 @@ ncclResult_t enqueue_plan_make(tune_t* t, const enq_op_t* op, int nranks, int nu
  * connections made (direct_ctas > 0: CTAs at most, and at most cta_cap when > 0). Mode 0:
  * never; 1: where the model chose anything but OneShot (whose one LL hop beats the Sym kernels'
  * two barriers at the smallest sizes); 2: always. Then the plan becomes the Sym kernel's (CTAs
- * and threads by bytes, the windows' copies and stride) and 1 is returned; 0 leaves it. Every rank decides alike when every
- * rank's buffers lie in windows, which windows' collective registration asks of the user, as
- * NCCL's symmetric kernels do. */
+ * and threads by bytes, the windows' copies and stride) and 1 is returned; 0 leaves it. Every
+ * rank decides alike when every rank's buffers lie in windows, which windows' collective
+ * registration asks of the user, as NCCL's symmetric kernels do. */
 int enqueue_plan_sym(const enq_win_t* wins, int nwins, int nranks, int direct_ctas, int cta_cap,
                      int64_t mode, const enq_op_t* op, enq_plan_t* plan);
 

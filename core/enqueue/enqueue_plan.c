@@ -256,11 +256,11 @@ int enqueue_plan_sym(const enq_win_t* wins, int nwins, int nranks, int direct_ct
   const uint64_t bytes = (uint64_t)op->count * kern_type_size(op->type);
   const uint64_t whole = ar ? bytes : bytes * (uint64_t)nranks;
   char *s0 = NULL, *r0 = NULL;
-  uint32_t ss = 0, rs_ = 0;
-  if (!ag && !enq_win_find(wins, nwins, nranks, op->sendbuff, whole, &s0, &ss)) return 0;
-  if (!rs && !enq_win_find(wins, nwins, nranks, op->recvbuff, whole, &r0, &rs_)) return 0;
-  const uint32_t stride = ag ? rs_ : ss;
-  if (stride == 0 || (ar && ss != rs_)) return 0;
+  uint32_t sstride = 0, rstride = 0;
+  if (!ag && !enq_win_find(wins, nwins, nranks, op->sendbuff, whole, &s0, &sstride)) return 0;
+  if (!rs && !enq_win_find(wins, nwins, nranks, op->recvbuff, whole, &r0, &rstride)) return 0;
+  const uint32_t stride = ag ? rstride : sstride;
+  if (stride == 0 || (ar && sstride != rstride)) return 0;
   uint64_t ctas = (bytes + ENQ_SYM_BYTES_PER_CTA - 1) / ENQ_SYM_BYTES_PER_CTA;
   int max = direct_ctas;
   if (cta_cap > 0 && max > cta_cap) max = cta_cap;
@@ -273,12 +273,7 @@ int enqueue_plan_sym(const enq_win_t* wins, int nwins, int nranks, int direct_ct
   INFO(NCCL_TUNING, "plan: %s of %llu bytes in symmetric windows takes %s, %d CTAs x %d "
        "threads (the model had chosen %s/%s)", prof_func_name(enq_func(op)),
        (unsigned long long)bytes, ar ? "SymTwoShot" : ag ? "SymAllGather" : "SymReduceScatter",
-       (int)ctas, (int)nt,
-       plan->algo == TUNE_ALGO_ONESHOT   ? "OneShot"
-       : plan->algo == TUNE_ALGO_TWOSHOT ? "TwoShot"
-       : plan->algo == NCCL_ALGO_TREE    ? "Tree"
-                                         : "Ring",
-       kern_proto_name(plan->proto));
+       (int)ctas, (int)nt, tune_algo_name(plan->algo), kern_proto_name(plan->proto));
   plan->algo = KERN_ALGO_SYM;
   plan->proto = NCCL_PROTO_LL; /* the barriers' lines */
   plan->nchannels = (int)ctas;
@@ -291,10 +286,17 @@ int enqueue_plan_sym(const enq_win_t* wins, int nwins, int nranks, int direct_ct
   return 1;
 }
 
-static void enq_plan_sym(enq_comm_t* dp, const enq_op_t* op, enq_plan_t* plan) {
+/* The group's collectives that take a Sym kernel (enqueue_plan_sym): none, without a lock, while
+ * CHOIR_SYM_KERNELS is 0 or no window is registered. */
+static void enq_plan_sym(enq_comm_t* dp) {
+  const int64_t mode = param_int(PARAM_SYM_KERNELS);
+  if (mode == 0 || __atomic_load_n(&dp->nwins, __ATOMIC_ACQUIRE) == 0) return;
   pthread_mutex_lock(&dp->wins_lock);
-  (void)enqueue_plan_sym(dp->wins, dp->nwins, dp->nranks, dp->dev_direct ? dp->direct_ctas : 0,
-                         dp->cta_cap, param_int(PARAM_SYM_KERNELS), op, plan);
+  for (int i = 0; i < dp->nops; i++)
+    if (enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0)
+      (void)enqueue_plan_sym(dp->wins, dp->nwins, dp->nranks,
+                             dp->dev_direct ? dp->direct_ctas : 0, dp->cta_cap, mode,
+                             &dp->ops[i], &dp->plans[i]);
   pthread_mutex_unlock(&dp->wins_lock);
 }
 
@@ -562,9 +564,7 @@ static ncclResult_t enq_plan_group(enq_comm_t* dp) {
   if (param_int(PARAM_GROUP_PLAN) != 0 && n > 1)
     CHECK(enqueue_plan_runs(dp->tune, dp->ops, dp->plans, dp->nops, dp->nranks,
                             enqueue_plan_batch_max(), dp->nchannels));
-  for (int i = 0; i < dp->nops; i++)
-    if (enq_is_coll(dp->ops[i].kind) && dp->ops[i].count > 0)
-      enq_plan_sym(dp, &dp->ops[i], &dp->plans[i]);
+  enq_plan_sym(dp);
   enqueue_plan_spread_ring(enq_ring_spread_limit(dp), dp->plans, dp->nops);
   dp->plans_valid = 1;
   return ncclSuccess;

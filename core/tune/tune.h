@@ -151,6 +151,8 @@ ncclResult_t tune_choose_run(tune_t* t, ncclFunc_t coll, uint64_t nbytes, int no
  * connections): what the plan gives one work of that size, and a run of OneShot works of one
  * launch (which share their steps) their bytes together. */
 int tune_direct_ctas(const tune_t* t, uint64_t nbytes);
+/* An algorithm's name as the TUNING lines print it ("Ring", "OneShot"); "?" out of range. */
+const char* tune_algo_name(int algo);
 
 /* The model's time in microseconds for one operation of any ncclFunc_t (send/recv, AlltoAll,
  * Gather and Scatter included: bytes is what this rank sends), without the plugin: for

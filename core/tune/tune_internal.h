@@ -19,9 +19,8 @@
 #define TUNE_ALGO_ALL ((1u << TUNE_NUM_ALGOS) - 1)
 #define TUNE_PROTO_ALL ((1u << NCCL_NUM_PROTOCOLS) - 1)
 
-/* Names as NCCL prints them ("AllReduce", "Ring", "LL128"); "?" out of range. */
+/* Names as NCCL prints them ("AllReduce", "LL128"); "?" out of range (tune_algo_name: tune.h). */
 const char* tune_coll_name(int coll);
-const char* tune_algo_name(int algo);
 const char* tune_proto_name(int proto);
 
 /* ---- Knobs (tune_knobs.c) ------------------------------------------------------------------ */
